@@ -1,0 +1,1 @@
+"""Corpora: the synthetic corpus generator and the registry of real corpora."""

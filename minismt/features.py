@@ -1,0 +1,192 @@
+"""Feature names <-> indices, dense + sparse feature vectors, weights files.
+
+A :class:`FeatureSpace` holds the dense names first (a fixed block, indices
+``0 .. n_dense-1``) and then sparse names, which grow as readers meet them.
+Weights are a dense ``float64`` array over the whole space (a few million
+sparse names cost a few tens of MB); feature vectors of hypotheses are a dense
+row plus sparse ``(indices, values)`` pairs with indices ``>= n_dense``.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from typing import Iterable, Mapping
+
+import numpy as np
+
+from minismt.errors import InputError
+from minismt.io import atomic_write, iter_lines
+
+
+class FeatureSpace:
+    """Feature names and their indices: dense names first, then sparse, growing.
+
+    Parameters
+    ----------
+    dense_names : names of the dense features, in the order of their columns.
+    sparse_names : sparse names known in advance (more are added by :meth:`add`).
+    """
+
+    def __init__(self, dense_names: Iterable[str] = (), sparse_names: Iterable[str] = ()):
+        self._names: list[str] = []
+        self._index: dict[str, int] = {}
+        for name in dense_names:
+            if name in self._index:
+                raise InputError(f"dense feature name {name!r} given twice")
+            self._append(name)
+        self.n_dense = len(self._names)
+        for name in sparse_names:
+            self.add(name)
+
+    def _append(self, name: str) -> int:
+        if not isinstance(name, str) or not name or any(c.isspace() for c in name):
+            raise InputError(f"bad feature name {name!r}", expected="a non-empty name without spaces")
+        index = len(self._names)
+        self._names.append(name)
+        self._index[name] = index
+        return index
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._index
+
+    def __iter__(self):
+        return iter(self._names)
+
+    def __repr__(self) -> str:
+        return f"FeatureSpace(n_dense={self.n_dense}, n_sparse={len(self) - self.n_dense})"
+
+    def __eq__(self, other) -> bool:
+        return (isinstance(other, FeatureSpace) and self.n_dense == other.n_dense
+                and self._names == other._names)
+
+    @property
+    def names(self) -> list[str]:
+        """All names, index order (a copy)."""
+        return list(self._names)
+
+    @property
+    def dense_names(self) -> list[str]:
+        return self._names[: self.n_dense]
+
+    @property
+    def sparse_names(self) -> list[str]:
+        return self._names[self.n_dense:]
+
+    def add(self, name: str) -> int:
+        """Index of ``name``, adding it as a sparse feature if it is new."""
+        index = self._index.get(name)
+        if index is None:
+            index = self._append(name)
+        return index
+
+    def index(self, name: str) -> int:
+        """Index of a known name; an unknown name is an :class:`InputError`."""
+        try:
+            return self._index[name]
+        except KeyError:
+            raise InputError(f"unknown feature name {name!r}",
+                             expected=f"one of the {len(self)} names of the feature space") from None
+
+    def get(self, name: str, default=None):
+        return self._index.get(name, default)
+
+    def name(self, index: int) -> str:
+        return self._names[index]
+
+    def is_dense(self, index: int) -> bool:
+        return index < self.n_dense
+
+    def copy(self) -> "FeatureSpace":
+        return FeatureSpace(self.dense_names, self.sparse_names)
+
+    # ---- vectors -------------------------------------------------------------
+    def split(self, values: Mapping[str, float], grow: bool = True):
+        """Turn ``{name: value}`` into a dense row and sorted sparse ``(indices, values)``.
+
+        New names become sparse features when ``grow``; otherwise they are an
+        :class:`InputError`.
+        """
+        dense = np.zeros(self.n_dense)
+        sparse: dict[int, float] = {}
+        for name, value in values.items():
+            index = self.add(name) if grow else self.index(name)
+            if index < self.n_dense:
+                dense[index] = value
+            else:
+                sparse[index] = sparse.get(index, 0.0) + value
+        keys = sorted(sparse)
+        return (dense, np.asarray(keys, dtype=np.int32),
+                np.asarray([sparse[k] for k in keys], dtype=np.float64))
+
+    def weights(self, values: Mapping[str, float], grow: bool = True) -> np.ndarray:
+        """A weight array of length ``len(self)`` from ``{name: weight}`` (missing names: 0)."""
+        indices = [(self.add(n) if grow else self.index(n)) for n in values]
+        w = np.zeros(len(self))
+        for index, value in zip(indices, values.values()):
+            w[index] = value
+        return w
+
+    def weights_dict(self, w: np.ndarray, skip_zero_sparse: bool = True) -> dict[str, float]:
+        """``{name: weight}`` of a weight array; zero sparse weights are left out."""
+        w = np.asarray(w, dtype=np.float64)
+        out = {}
+        for index, value in enumerate(w[: len(self)]):
+            if index >= self.n_dense and skip_zero_sparse and value == 0.0:
+                continue
+            out[self._names[index]] = float(value)
+        return out
+
+    def to_json(self) -> dict:
+        return {"dense": self.dense_names, "sparse": self.sparse_names}
+
+    @classmethod
+    def from_json(cls, data: dict) -> "FeatureSpace":
+        return cls(data["dense"], data["sparse"])
+
+
+def parse_float(token: str, path=None, line=None, what: str = "a number") -> float:
+    """A finite float, or an :class:`InputError` naming file and line."""
+    try:
+        value = float(token)
+    except ValueError:
+        raise InputError(f"{token[:40]!r} is not a number", path, line, what) from None
+    if not math.isfinite(value):
+        raise InputError(f"{token!r} is not finite", path, line, f"{what}, finite") from None
+    return value
+
+
+def read_weights(path: str | os.PathLike) -> dict[str, float]:
+    """Read a weights file: one ``name value`` per line; ``#`` comments, blank lines ignored.
+
+    This is minismt's own format and also cdec's. Moses' moses.ini and the
+    kbmira output are read by :mod:`plugins.moses`.
+    """
+    weights: dict[str, float] = {}
+    for number, text in iter_lines(path):
+        body = text.split("#", 1)[0].strip()
+        if not body:
+            continue
+        fields = body.split()
+        if len(fields) != 2:
+            raise InputError(f"{len(fields)} fields", path, number, "'name value'")
+        name, value = fields
+        if name in weights:
+            raise InputError(f"feature {name!r} given twice", path, number, "each name once")
+        weights[name] = parse_float(value, path, number, "a weight")
+    return weights
+
+
+def format_weight(value: float) -> str:
+    """Shortest text that reads back to the same float."""
+    return repr(float(value))
+
+
+def write_weights(path: str | os.PathLike, weights: Mapping[str, float]) -> None:
+    """Write ``name value`` lines atomically (values round-trip exactly)."""
+    with atomic_write(path) as out:
+        for name, value in weights.items():
+            out.write(f"{name} {format_weight(value)}\n")

@@ -1,0 +1,96 @@
+"""Files: gzip-transparent line reading with exact line numbers, atomic writes."""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import io
+import os
+import tempfile
+import zlib
+from typing import Iterator
+
+from minismt.errors import InputError
+
+GZIP_MAGIC = b"\x1f\x8b"
+
+
+def _is_gzip(path: str) -> bool:
+    with open(path, "rb") as handle:
+        return handle.read(2) == GZIP_MAGIC
+
+
+def open_binary(path: str | os.PathLike):
+    """Open ``path`` for binary reading, decompressing gzip whatever its name."""
+    path = os.fspath(path)
+    try:
+        if _is_gzip(path):
+            return gzip.open(path, "rb")
+        return open(path, "rb")
+    except OSError as err:
+        raise InputError(f"cannot open: {err.strerror or err}", path) from None
+
+
+def iter_lines(path: str | os.PathLike) -> Iterator[tuple[int, str]]:
+    """Yield ``(line_number, text)`` for each line of a plain or gzipped UTF-8 file.
+
+    Line numbers start at 1; the line ending (``\\n`` or ``\\r\\n``) is removed.
+    Undecodable bytes and broken gzip streams become :class:`InputError` naming
+    the line.
+    """
+    path = os.fspath(path)
+    number = 0
+    with open_binary(path) as handle:
+        try:
+            for number, raw in enumerate(handle, 1):
+                try:
+                    text = raw.decode("utf-8")
+                except UnicodeDecodeError as err:
+                    raise InputError(f"not UTF-8 at byte {err.start}", path, number,
+                                     "UTF-8 text") from None
+                if text.endswith("\n"):
+                    text = text[:-1]
+                    if text.endswith("\r"):
+                        text = text[:-1]
+                yield number, text
+        except (EOFError, zlib.error, gzip.BadGzipFile) as err:
+            raise InputError(f"corrupt gzip stream ({err})", path, number + 1) from None
+
+
+def read_lines(path: str | os.PathLike) -> list[str]:
+    """All lines of a plain or gzipped UTF-8 file, without line endings."""
+    return [text for _, text in iter_lines(path)]
+
+
+@contextlib.contextmanager
+def atomic_write(path: str | os.PathLike, compress: bool | None = None):
+    """Write a text file atomically: a temporary file in the same folder, then rename.
+
+    A crash or kill leaves either the old file or the complete new one, never a
+    partial one. ``compress`` defaults to ``path`` ending in ``.gz``.
+    """
+    path = os.fspath(path)
+    if compress is None:
+        compress = path.endswith(".gz")
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp",
+                               dir=folder)
+    try:
+        with os.fdopen(fd, "wb") as raw:
+            if compress:
+                with gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as gz, \
+                        io.TextIOWrapper(gz, encoding="utf-8", newline="\n") as text:
+                    yield text
+                raw.flush()
+                os.fsync(raw.fileno())
+            else:
+                with io.TextIOWrapper(raw, encoding="utf-8", newline="\n") as text:
+                    yield text
+                    text.flush()
+                    os.fsync(raw.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise

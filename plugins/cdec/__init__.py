@@ -1,0 +1,1 @@
+"""cdec formats: k-best lists and weights files."""

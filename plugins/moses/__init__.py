@@ -1,0 +1,1 @@
+"""Moses formats: n-best lists, extractor features.dat/scores.dat, moses.ini weights."""

@@ -1,0 +1,1 @@
+"""Tuners: every weight-tuning method behind one interface, and the outer tuning loop."""
