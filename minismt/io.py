@@ -15,20 +15,37 @@ from minismt.errors import InputError
 GZIP_MAGIC = b"\x1f\x8b"
 
 
-def _is_gzip(path: str) -> bool:
-    with open(path, "rb") as handle:
-        return handle.read(2) == GZIP_MAGIC
+class _GzipReader(gzip.GzipFile):
+    """A gzip stream over an already open file, closing that file with itself."""
+
+    def __init__(self, raw):
+        super().__init__(fileobj=raw, mode="rb")
+        self._raw = raw
+
+    def close(self):
+        try:
+            super().close()
+        finally:
+            self._raw.close()
 
 
 def open_binary(path: str | os.PathLike):
-    """Open ``path`` for binary reading, decompressing gzip whatever its name."""
+    """Open ``path`` for binary reading, decompressing gzip whatever its name.
+
+    The gzip magic is peeked, not read, so pipes such as ``/dev/stdin`` work.
+    """
     path = os.fspath(path)
     try:
-        if _is_gzip(path):
-            return gzip.open(path, "rb")
-        return open(path, "rb")
+        handle = open(path, "rb")
     except OSError as err:
         raise InputError(f"cannot open: {err.strerror or err}", path) from None
+    try:
+        if handle.peek(2)[:2] == GZIP_MAGIC:
+            return _GzipReader(handle)
+    except OSError as err:
+        handle.close()
+        raise InputError(f"cannot read: {err.strerror or err}", path) from None
+    return handle
 
 
 def iter_lines(path: str | os.PathLike) -> Iterator[tuple[int, str]]:

@@ -186,10 +186,8 @@ class KBest:
         return self._select(keep)
 
     def _select(self, keep: np.ndarray) -> "KBest":
-        counts = np.add.reduceat(keep.astype(np.int64), self.offsets[:-1]) if self.n_hypotheses else \
-            np.zeros(self.n_instances, dtype=np.int64)
-        counts[np.diff(self.offsets) == 0] = 0
-        offsets = np.concatenate([[0], np.cumsum(counts)])
+        kept_before = np.concatenate([[0], np.cumsum(keep, dtype=np.int64)])
+        offsets = kept_before[self.offsets]
         lengths = np.diff(self.text_offsets)[keep]
         text_mask = np.repeat(keep, np.diff(self.text_offsets))
         nnz = np.diff(self.indptr)
@@ -261,7 +259,7 @@ class KBest:
     @staticmethod
     def _concatenate(parts: Sequence["KBest"], space: FeatureSpace, interleave: bool) -> "KBest":
         """Stack lists; with ``interleave`` instance i of the result is instance i of every part."""
-        have_stats = all(p.stats is not None for p in parts)
+        have_stats = all(p.stats is not None or p.n_hypotheses == 0 for p in parts)
         if interleave:
             n_inst = parts[0].n_instances
             order = []  # (part, instance) pairs in output order
@@ -288,7 +286,8 @@ class KBest:
         base = np.concatenate([[0], np.cumsum([p.n_hypotheses for p in parts])])
         global_rows = base[part_index] + row_index
         features = np.concatenate([p.features for p in parts])[global_rows]
-        stats = np.concatenate([p.stats for p in parts])[global_rows] if have_stats else None
+        stats = (np.concatenate([p.stats if p.stats is not None else np.zeros((0, N_STATS), np.int32)
+                                 for p in parts])[global_rows] if have_stats else None)
         text_all = np.concatenate([p.text for p in parts])
         text_base = np.concatenate([[0], np.cumsum([p.text.shape[0] for p in parts])])
         starts = np.concatenate([p.text_offsets[:-1] + text_base[k] for k, p in enumerate(parts)])
@@ -456,6 +455,8 @@ class KBestBuilder:
         stats = None
         if self._has_stats:
             stats = np.frombuffer(self._stats, dtype=np.int32).reshape(n, -1)
+        elif n == 0:
+            stats = np.zeros((0, N_STATS), dtype=np.int32)  # an empty list has known statistics
         return KBest(self.space, offsets, features,
                      np.frombuffer(self._text, dtype=np.uint8) if self._text else np.zeros(0, np.uint8),
                      np.frombuffer(self._text_offsets, dtype=np.int64),

@@ -1,0 +1,53 @@
+"""Corpus BLEU, chrF and TER of a hypothesis file with sacrebleu, as its command line reports them."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import sacrebleu
+
+from minismt.errors import InputError
+from minismt.io import read_lines
+
+
+def evaluate(hypotheses: Sequence[str], reference_sets: Sequence[Sequence[str]],
+             lowercase: bool = False, tokenize: str | None = None) -> dict:
+    """BLEU, chrF and TER with sacrebleu's defaults (0..100), their signatures and BLEU's details.
+
+    ``reference_sets`` holds one list of lines per reference file. ``lowercase``
+    makes BLEU and chrF case-insensitive (sacrebleu's TER already is);
+    ``tokenize`` overrides BLEU's tokenizer (default ``13a``; ``none`` for
+    pre-tokenised text, as tuning uses).
+    """
+    bleu = sacrebleu.BLEU(lowercase=lowercase, **({"tokenize": tokenize} if tokenize else {}))
+    chrf = sacrebleu.CHRF(lowercase=lowercase)
+    ter = sacrebleu.TER()
+    refs = [list(r) for r in reference_sets]
+    b = bleu.corpus_score(list(hypotheses), refs)
+    c = chrf.corpus_score(list(hypotheses), refs)
+    t = ter.corpus_score(list(hypotheses), refs)
+    signatures = {"BLEU": str(bleu.get_signature()), "chrF2": str(chrf.get_signature()),
+                  "TER": str(ter.get_signature())}
+    return {
+        "bleu": b.score, "chrf": c.score, "ter": t.score,
+        "signature": "; ".join(f"{name}: {sig}" for name, sig in signatures.items()),
+        "bleu_precisions": list(b.precisions), "bleu_bp": b.bp,
+        "sys_len": b.sys_len, "ref_len": b.ref_len,
+        "lines": len(hypotheses), "references": len(refs),
+    }
+
+
+def evaluate_files(hyp_path, ref_paths: Sequence, lowercase: bool = False,
+                   tokenize: str | None = None) -> dict:
+    """:func:`evaluate` on files (plain or gzipped); every file must have the same line count."""
+    if not ref_paths:
+        raise InputError("no reference file given", expected="at least one --ref FILE")
+    hyps = read_lines(hyp_path)
+    sets = []
+    for path in ref_paths:
+        lines = read_lines(path)
+        if len(lines) != len(hyps):
+            raise InputError(f"{len(lines)} lines, but the hypothesis file {hyp_path} has {len(hyps)}",
+                             path, expected="one reference line per hypothesis line")
+        sets.append(lines)
+    return evaluate(hyps, sets, lowercase=lowercase, tokenize=tokenize)
