@@ -175,3 +175,17 @@ def test_kbest_without_stats_refuses_bleu():
     kb = build(FeatureSpace(DENSE), [[("x", (0, 0, 0), {})]])
     with pytest.raises(InputError, match="statistics"):
         kb.oracle()
+
+
+@settings(max_examples=100, deadline=None)
+@given(lists_st, st.sampled_from(["hypothesis", "string"]))
+def test_dedup_survives_hash_collisions(nested, by):
+    """With every hash equal, rows are told apart by full comparison alone."""
+    from minismt.kbest import _kernels
+    kb = build(FeatureSpace(DENSE, SPARSE), nested)
+    keep = _kernels.first_occurrences(kb.offsets, np.zeros(kb.n_hypotheses, dtype=np.uint64), kb.text,
+                                      kb.text_offsets, kb.features, kb.indptr, kb.indices, kb.values,
+                                      by == "hypothesis")
+    expected = [slow_dedup(rows, by) for rows in as_nested(kb)]
+    assert as_nested(kb._select(keep)) == expected
+    assert as_nested(kb.dedup(by)) == expected

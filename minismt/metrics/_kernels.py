@@ -116,3 +116,28 @@ def bleu_from_sums(stats, smooth):
     for n in range(MAX_ORDER):
         log_sum += -9999999999.0 if precisions[n] == 0.0 else math.log(precisions[n])
     return bp * math.exp(log_sum / MAX_ORDER) / 100.0
+
+
+@njit(cache=True)
+def sentence_bleu_rows(stats, smooth_unigram, smooth_bp, ref_scale, unclipped_bp, out):
+    """Sentence BLEU+1 of each row of ``stats`` (see :func:`minismt.metrics.sentence_bleu`)."""
+    for h in range(stats.shape[0]):
+        log_p = 0.0
+        zero = False
+        for n in range(MAX_ORDER):
+            add = 1.0 if (n > 0 or smooth_unigram) else 0.0
+            m = stats[h, 2 * n] + add
+            t = stats[h, 2 * n + 1] + add
+            if m <= 0.0:
+                zero = True
+                break
+            log_p += math.log(m) - math.log(t)
+        c = stats[h, 1] + (1.0 if smooth_bp else 0.0)
+        if zero or c <= 0.0:
+            out[h] = 0.0
+            continue
+        r = stats[h, 2 * MAX_ORDER] * ref_scale + (1.0 if smooth_bp else 0.0)
+        log_bp = 1.0 - r / c
+        if not unclipped_bp and log_bp > 0.0:
+            log_bp = 0.0
+        out[h] = math.exp(log_p / MAX_ORDER + log_bp)

@@ -67,24 +67,13 @@ def sentence_bleu(stats, *, smooth_unigram: bool = False, smooth_bp: bool = Fals
       tuners towards longer output).
     - ``unclipped_bp``: ``exp(1 - r/c)`` also when ``c > r`` (a reward for length).
     """
-    stats = np.asarray(stats, dtype=np.float64)
+    stats = np.asarray(stats)
     single = stats.ndim == 1
     stats = np.atleast_2d(stats)
-    matches = stats[:, MATCHES].copy()
-    totals = stats[:, TOTALS].copy()
-    first = 0 if smooth_unigram else 1
-    matches[:, first:] += 1.0
-    totals[:, first:] += 1.0
-    with np.errstate(divide="ignore", invalid="ignore"):
-        log_precision = np.where(matches > 0, np.log(matches) - np.log(np.maximum(totals, 1e-300)), -np.inf)
-        log_p = log_precision.mean(axis=1)
-        hyp = stats[:, HYP_LEN] + (1.0 if smooth_bp else 0.0)
-        ref = stats[:, REF_LEN] * ref_scale + (1.0 if smooth_bp else 0.0)
-        log_bp = np.where(hyp > 0, 1.0 - ref / np.maximum(hyp, 1e-300), -np.inf)
-        if not unclipped_bp:
-            log_bp = np.minimum(log_bp, 0.0)
-        score = np.exp(log_p + log_bp)
-    score = np.nan_to_num(score, nan=0.0, posinf=0.0, neginf=0.0)
+    if stats.ndim != 2 or stats.shape[1] != N_STATS:
+        raise InputError(f"BLEU statistics of shape {stats.shape}", expected=f"(N, {N_STATS})")
+    score = np.empty(stats.shape[0])
+    _kernels.sentence_bleu_rows(stats, smooth_unigram, smooth_bp, float(ref_scale), unclipped_bp, score)
     return score[0] if single else score
 
 
