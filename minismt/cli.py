@@ -45,6 +45,37 @@ def _add_eval(sub) -> None:
     p.set_defaults(run=_eval_command)
 
 
+def _extract_command(args) -> int:
+    from plugins.moses.extractor import extract
+    kbest = extract(args.nbest, args.ref, args.ffile, args.scfile, fmt=args.format,
+                    lowercase=args.lowercase, dedup=not args.no_dedup)
+    print(f"extracted {kbest.n_hypotheses} hypotheses of {kbest.n_instances} sentences, "
+          f"{kbest.space.n_dense} dense and {len(kbest.space) - kbest.space.n_dense} sparse features",
+          file=sys.stderr)
+    return 0
+
+
+def _add_extract(sub) -> None:
+    p = sub.add_parser(
+        "extract", help="n-best list + references -> Moses features.dat and scores.dat",
+        description="Do what Moses' 'extractor --sctype BLEU' does: read an n-best list (Moses, "
+                    "or cdec with --format cdec), compute the 9 BLEU statistics of every "
+                    "hypothesis against the references (clipped matches and n-gram counts for "
+                    "n=1..4, closest reference length), and write features.dat and scores.dat, "
+                    "which Moses' mert, kbmira and pro and minismt's tuners read.")
+    p.add_argument("--nbest", required=True, metavar="FILE", help="n-best list (plain or gzipped)")
+    p.add_argument("--ref", required=True, action="append", metavar="FILE",
+                   help="reference file, one line per sentence; repeat for several references")
+    p.add_argument("--ffile", required=True, metavar="FILE", help="features.dat to write")
+    p.add_argument("--scfile", required=True, metavar="FILE", help="scores.dat to write")
+    p.add_argument("--format", choices=["moses", "cdec"], default="moses",
+                   help="n-best format (default moses; cdec: every feature name becomes dense)")
+    p.add_argument("--lowercase", action="store_true", help="case-insensitive statistics")
+    p.add_argument("--no-dedup", action="store_true",
+                   help="keep repeated hypotheses (same string and features) of a sentence")
+    p.set_defaults(run=_extract_command)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="minismt",
@@ -58,7 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-COMMANDS = [_add_eval]
+COMMANDS = [_add_eval, _add_extract]
 
 
 def main(argv=None) -> int:

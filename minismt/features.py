@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from typing import Iterable, Mapping
 
 import numpy as np
@@ -148,14 +149,23 @@ class FeatureSpace:
         return cls(data["dense"], data["sparse"])
 
 
+_C_FLOAT = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+
+
 def parse_float(token: str, path=None, line=None, what: str = "a number") -> float:
-    """A finite float, or an :class:`InputError` naming file and line."""
-    try:
-        value = float(token)
-    except ValueError:
-        raise InputError(f"{token[:40]!r} is not a number", path, line, what) from None
+    """A finite float written in C syntax (``-1.5``, ``.5``, ``3e-05``), else an :class:`InputError`.
+
+    Stricter than Python's ``float``, which also takes ``1_0``, ``nan``,
+    ``infinity`` and non-ASCII digits: only what Moses and cdec themselves
+    read is accepted.
+    """
+    if not _C_FLOAT.fullmatch(token):
+        if token.strip().lstrip("+-").lower() in ("nan", "inf", "infinity"):
+            raise InputError(f"{token[:40]!r} is not finite", path, line, f"{what}, finite")
+        raise InputError(f"{token[:40]!r} is not a number", path, line, what)
+    value = float(token)
     if not math.isfinite(value):
-        raise InputError(f"{token!r} is not finite", path, line, f"{what}, finite") from None
+        raise InputError(f"{token[:40]!r} is not finite (overflow)", path, line, f"{what}, finite")
     return value
 
 
@@ -186,7 +196,17 @@ def format_weight(value: float) -> str:
 
 
 def write_weights(path: str | os.PathLike, weights: Mapping[str, float]) -> None:
-    """Write ``name value`` lines atomically (values round-trip exactly)."""
+    """Write ``name value`` lines atomically (values round-trip exactly).
+
+    Names that would not read back (empty, with whitespace or ``#``) and
+    non-finite values are an :class:`InputError`, and nothing is written.
+    """
+    for name, value in weights.items():
+        if not isinstance(name, str) or not name or "#" in name or any(c.isspace() for c in name):
+            raise InputError(f"weight name {name!r}", path,
+                             expected="a non-empty name without whitespace or '#'")
+        if not math.isfinite(float(value)):
+            raise InputError(f"weight {name!r} is {value}", path, expected="a finite weight")
     with atomic_write(path) as out:
         for name, value in weights.items():
             out.write(f"{name} {format_weight(value)}\n")

@@ -48,12 +48,12 @@ def open_binary(path: str | os.PathLike):
     return handle
 
 
-def iter_lines(path: str | os.PathLike) -> Iterator[tuple[int, str]]:
-    """Yield ``(line_number, text)`` for each line of a plain or gzipped UTF-8 file.
+def iter_raw_lines(path: str | os.PathLike) -> Iterator[tuple[int, str, str]]:
+    """Yield ``(line_number, text, line_ending)`` of a plain or gzipped UTF-8 file.
 
-    Line numbers start at 1; the line ending (``\\n`` or ``\\r\\n``) is removed.
-    Undecodable bytes and broken gzip streams become :class:`InputError` naming
-    the line.
+    The ending is ``"\n"``, ``"\r\n"`` or ``""`` (a last line without one), so
+    that a file can be rewritten byte for byte. Undecodable bytes and broken gzip
+    streams become :class:`InputError` naming the line.
     """
     path = os.fspath(path)
     number = 0
@@ -65,13 +65,26 @@ def iter_lines(path: str | os.PathLike) -> Iterator[tuple[int, str]]:
                 except UnicodeDecodeError as err:
                     raise InputError(f"not UTF-8 at byte {err.start}", path, number,
                                      "UTF-8 text") from None
+                ending = ""
                 if text.endswith("\n"):
-                    text = text[:-1]
+                    ending, text = "\n", text[:-1]
                     if text.endswith("\r"):
-                        text = text[:-1]
-                yield number, text
+                        ending, text = "\r\n", text[:-1]
+                yield number, text, ending
         except (EOFError, zlib.error, gzip.BadGzipFile) as err:
             raise InputError(f"corrupt gzip stream ({err})", path, number + 1) from None
+
+
+def iter_lines(path: str | os.PathLike) -> Iterator[tuple[int, str]]:
+    """Yield ``(line_number, text)`` for each line of a plain or gzipped UTF-8 file.
+
+    Line numbers start at 1; the line ending (``\n`` or ``\r\n``) and a UTF-8
+    byte-order mark at the start of the file are removed.
+    """
+    for number, text, _ in iter_raw_lines(path):
+        if number == 1 and text.startswith("\ufeff"):
+            text = text[1:]
+        yield number, text
 
 
 def read_lines(path: str | os.PathLike) -> list[str]:

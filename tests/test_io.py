@@ -73,3 +73,23 @@ def test_feature_space_dense_first_then_growing_sparse():
     with pytest.raises(InputError):
         space.add("has space")
     assert FeatureSpace.from_json(space.to_json()) == space
+
+
+def test_strict_numbers_bom_and_unwritable_weights(tmp_path):
+    from minismt.features import parse_float
+    for bad in ["1_000", "\u0661\u0662", "\uff11.5", "nan", "inf", "-Infinity", "1e999", "", "0x10"]:
+        with pytest.raises(InputError):
+            parse_float(bad)
+    assert parse_float(".5") == 0.5 and parse_float("-3e-05") == -3e-05 and parse_float("+2.") == 2.0
+    (tmp_path / "bom").write_bytes("\ufeffGlue 1\nLM 2\n".encode("utf-8"))
+    assert read_weights(tmp_path / "bom") == {"Glue": 1.0, "LM": 2.0}
+    for weights in ({"a b": 1.0}, {"a#b": 1.0}, {"": 1.0}, {"x": float("nan")}):
+        with pytest.raises(InputError):
+            write_weights(tmp_path / "out", weights)
+        assert not (tmp_path / "out").exists()
+
+
+def test_builder_rejects_negative_sentence_ids():
+    from minismt.kbest import KBestBuilder
+    with pytest.raises(InputError, match="sentence id -1"):
+        KBestBuilder(FeatureSpace()).add(-1, "a", [])

@@ -390,6 +390,8 @@ class KBestBuilder:
     def add(self, sentence: int, text: str, dense, sparse_indices=(), sparse_values=(),
             stats=None) -> None:
         """Append one hypothesis of ``sentence`` (dense row of length ``n_dense``)."""
+        if sentence < 0:
+            raise InputError(f"sentence id {sentence}", expected="ids >= 0")
         if sentence < self.last_sentence:
             raise InputError(f"sentence id {sentence} after {self.last_sentence}",
                              expected="hypotheses grouped by non-decreasing sentence id")
@@ -410,6 +412,8 @@ class KBestBuilder:
 
     def add_many(self, sentence: int, texts: Sequence[str], dense: np.ndarray, stats=None) -> None:
         """Append a block of hypotheses of one sentence with dense features only."""
+        if sentence < 0:
+            raise InputError(f"sentence id {sentence}", expected="ids >= 0")
         if sentence < self.last_sentence:
             raise InputError(f"sentence id {sentence} after {self.last_sentence}",
                              expected="hypotheses grouped by non-decreasing sentence id")

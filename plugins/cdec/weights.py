@@ -13,11 +13,9 @@ whitespace is allowed (cdec aborts).
 
 from __future__ import annotations
 
-import math
 import os
 from typing import Mapping
 
-from minismt.errors import InputError
 from minismt.features import read_weights, write_weights
 
 
@@ -33,15 +31,5 @@ def read_cdec_weights(path: str | os.PathLike) -> dict[str, float]:
 
 
 def write_cdec_weights(path: str | os.PathLike, weights: Mapping[str, float]) -> None:
-    """Write ``Name value`` lines atomically; values read back bit-for-bit.
-
-    Names that would not read back (empty, with whitespace or ``#``) and
-    non-finite values are an :class:`InputError`, and nothing is written.
-    """
-    for name, value in weights.items():
-        if not isinstance(name, str) or not name or "#" in name or any(c.isspace() for c in name):
-            raise InputError(f"weight name {name!r}", path,
-                             expected="a non-empty name without whitespace or '#'")
-        if not math.isfinite(float(value)):
-            raise InputError(f"weight {name!r} is {value}", path, expected="a finite weight")
+    """Write ``Name value`` lines atomically (:func:`minismt.features.write_weights`, cdec's format)."""
     write_weights(path, weights)
