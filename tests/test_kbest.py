@@ -189,3 +189,25 @@ def test_dedup_survives_hash_collisions(nested, by):
     expected = [slow_dedup(rows, by) for rows in as_nested(kb)]
     assert as_nested(kb._select(keep)) == expected
     assert as_nested(kb.dedup(by)) == expected
+
+
+@pytest.fixture(scope="module")
+def saved_list(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("load")
+    build(FeatureSpace(DENSE, SPARSE), [[("a b", (1, 2, 3), {"sp_a": 1.0})]],
+          stats=True).save(folder / "good.npz")
+    return folder, (folder / "good.npz").read_bytes()
+
+
+@settings(max_examples=2000, deadline=None)
+@given(data=st.binary(max_size=600), cut=st.integers(0, 400))
+def test_load_of_random_or_truncated_files_raises_only_input_error(saved_list, data, cut):
+    """KBest.load on random bytes, or on a real saved list cut short or overwritten in part."""
+    folder, raw = saved_list
+    for k, blob in enumerate([data, raw[:cut], raw[:cut] + data + raw[cut + len(data):]]):
+        path = folder / f"case{k}.npz"
+        path.write_bytes(blob)
+        try:
+            KBest.load(path)
+        except InputError:
+            pass

@@ -17,6 +17,8 @@ its text (see ``benchmarks/``).
 from __future__ import annotations
 
 import json
+import zipfile
+import zlib
 from array import array
 from typing import Iterable, Sequence
 
@@ -334,17 +336,21 @@ class KBest:
         try:
             with np.load(path, allow_pickle=False) as data:
                 arrays = {k: data[k] for k in data.files}
-        except (OSError, ValueError, KeyError) as err:
-            raise InputError(f"not a saved k-best list ({err})", path) from None
-        stored = FeatureSpace.from_json(json.loads(bytes(arrays.pop("space")).decode()))
-        if space is not None:
-            if space.n_dense != stored.n_dense or space.names[: len(stored)] != stored.names:
-                raise InputError("saved k-best list has another feature space", path)
-        else:
-            space = stored
-        return cls(space, arrays["offsets"], arrays["features"], arrays["text"],
-                   arrays["text_offsets"], arrays["indptr"], arrays["indices"], arrays["values"],
-                   arrays.get("stats"), arrays["sentence_ids"], arrays["iterations"])
+            stored = FeatureSpace.from_json(json.loads(bytes(arrays.pop("space")).decode()))
+            if space is not None:
+                if space.n_dense != stored.n_dense or space.names[: len(stored)] != stored.names:
+                    raise InputError("saved k-best list has another feature space", path)
+            else:
+                space = stored
+            return cls(space, arrays["offsets"], arrays["features"], arrays["text"],
+                       arrays["text_offsets"], arrays["indptr"], arrays["indices"], arrays["values"],
+                       arrays.get("stats"), arrays["sentence_ids"], arrays["iterations"])
+        except InputError as err:
+            raise InputError(err.message, path, expected=err.expected) from None
+        except (OSError, EOFError, ValueError, KeyError, TypeError, IndexError, AttributeError,
+                zipfile.BadZipFile, zlib.error) as err:
+            raise InputError(f"not a k-best list saved by minismt ({type(err).__name__}: {err})",
+                             path) from None
 
 
 def _gather_positions(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
