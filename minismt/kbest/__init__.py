@@ -393,14 +393,17 @@ class KBestBuilder:
     def __len__(self) -> int:
         return len(self._sentence)
 
-    def add(self, sentence: int, text: str, dense, sparse_indices=(), sparse_values=(),
-            stats=None) -> None:
-        """Append one hypothesis of ``sentence`` (dense row of length ``n_dense``)."""
+    def _start_rows_of(self, sentence: int) -> None:
         if sentence < 0:
             raise InputError(f"sentence id {sentence}", expected="ids >= 0")
         if sentence < self.last_sentence:
             raise InputError(f"sentence id {sentence} after {self.last_sentence}",
                              expected="hypotheses grouped by non-decreasing sentence id")
+
+    def add(self, sentence: int, text: str, dense, sparse_indices=(), sparse_values=(),
+            stats=None) -> None:
+        """Append one hypothesis of ``sentence`` (dense row of length ``n_dense``)."""
+        self._start_rows_of(sentence)
         dense = np.asarray(dense, dtype=np.float64)
         if dense.shape != (self.n_dense,):
             raise InputError(f"{dense.shape[0] if dense.ndim else 0} dense values",
@@ -418,11 +421,7 @@ class KBestBuilder:
 
     def add_many(self, sentence: int, texts: Sequence[str], dense: np.ndarray, stats=None) -> None:
         """Append a block of hypotheses of one sentence with dense features only."""
-        if sentence < 0:
-            raise InputError(f"sentence id {sentence}", expected="ids >= 0")
-        if sentence < self.last_sentence:
-            raise InputError(f"sentence id {sentence} after {self.last_sentence}",
-                             expected="hypotheses grouped by non-decreasing sentence id")
+        self._start_rows_of(sentence)
         dense = np.ascontiguousarray(dense, dtype=np.float64)
         k = len(texts)
         if dense.shape != (k, self.n_dense):
