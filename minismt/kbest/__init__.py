@@ -30,6 +30,26 @@ from minismt.kbest import _kernels
 from minismt.metrics import N_STATS, corpus_bleu_from_stats, sentence_bleu
 
 
+MAX_SENTENCES = 10_000_000
+"""Largest number of sentences a reader builds a KBest for (ids 0 .. MAX_SENTENCES-1).
+
+A KBest holds one instance per sentence id up to the largest one, so a single
+corrupt id such as ``99999999999`` would otherwise allocate gigabytes.
+"""
+
+
+def check_sentence_id(sentence: int, previous: int, n_sentences: int | None, path, line: int) -> None:
+    """Readers' check of a sentence id: not below ``previous``, below ``n_sentences`` (or the cap)."""
+    if sentence < previous:
+        raise InputError(f"sentence id {sentence} after {previous}", path, line,
+                         "lines grouped by non-decreasing sentence id")
+    limit = MAX_SENTENCES if n_sentences is None else n_sentences
+    if sentence >= limit:
+        raise InputError(f"sentence id {sentence}", path, line,
+                         f"ids below n_sentences={n_sentences}" if n_sentences is not None else
+                         f"ids below {MAX_SENTENCES} (pass n_sentences for more)")
+
+
 class KBest:
     """k-best lists of a dev set with features, BLEU statistics and strings."""
 

@@ -21,16 +21,12 @@ import numpy as np
 from minismt.errors import InputError
 from minismt.features import FeatureSpace, parse_float
 from minismt.io import atomic_write, iter_lines
-from minismt.kbest import KBest, KBestBuilder
+from minismt.kbest import KBest, KBestBuilder, check_sentence_id
 
 SEPARATOR = "|||"
 LINE_FORMAT = "'sent_id ||| translation ||| Name=value ... ||| score'"
 MAX_ID_DIGITS = 18
 """Sentence ids longer than this cannot be int64 and are rejected."""
-MAX_SENTENCES = 10_000_000
-"""Without an explicit ``n_sentences``, :func:`read_kbest` refuses sentence ids this
-large or larger: a KBest has one instance per id from 0, so a stray huge id would
-otherwise allocate gigabytes."""
 
 
 @dataclass(slots=True)
@@ -104,17 +100,10 @@ def read_kbest(path: str | os.PathLike, space: FeatureSpace | None = None,
                          expected=f"{space.dense_names}")
     if n_sentences is not None and n_sentences < 0:
         raise InputError(f"n_sentences={n_sentences}", path, expected="a non-negative count")
-    limit = MAX_SENTENCES if n_sentences is None else n_sentences
     builder = KBestBuilder(space)
     last = -1
     for entry in iter_kbest(path):
-        if entry.sentence < last:
-            raise InputError(f"sentence id {entry.sentence} after {last}", path, entry.line,
-                             "lines grouped by non-decreasing sentence id")
-        if entry.sentence >= limit:
-            hint = (f"ids below n_sentences={n_sentences}" if n_sentences is not None else
-                    f"ids below {MAX_SENTENCES} (pass n_sentences for more)")
-            raise InputError(f"sentence id {entry.sentence}", path, entry.line, hint)
+        check_sentence_id(entry.sentence, last, n_sentences, path, entry.line)
         last = entry.sentence
         dense, indices, values = space.split(entry.features)
         builder.add(entry.sentence, entry.text, dense, indices, values)

@@ -26,9 +26,9 @@ import numpy as np
 from minismt.errors import InputError
 from minismt.features import FeatureSpace, parse_float
 from minismt.io import atomic_write, iter_lines
-from minismt.kbest import KBest, KBestBuilder
+from minismt.kbest import KBest, KBestBuilder, check_sentence_id
 from minismt.metrics import N_STATS
-from plugins.moses.nbest import (check_sentence, dense_columns, format_number, parse_index,
+from plugins.moses.nbest import (dense_columns, format_number, parse_index,
                                  sparse_arrays)
 
 FEATURES_BEGIN = "FEATURES_TXT_BEGIN_0"
@@ -275,7 +275,7 @@ def read_extractor_files(feature_files: Sequence, score_files: Sequence,
             elif fblock.names != first_names:
                 raise InputError("dense feature names differ from the first block", features_path,
                                  fblock.line, " ".join(first_names))
-            check_sentence(fblock.sentence, None, features_path, fblock.line)
+            check_sentence_id(fblock.sentence, -1, None, features_path, fblock.line)
             dense = fblock.dense
             if columns is not None:
                 dense = np.zeros((len(fblock), space.n_dense))

@@ -25,17 +25,10 @@ import numpy as np
 from minismt.errors import InputError
 from minismt.features import FeatureSpace, parse_float
 from minismt.io import atomic_write, iter_lines
-from minismt.kbest import KBest, KBestBuilder
+from minismt.kbest import KBest, KBestBuilder, check_sentence_id
 
 SEPARATOR = "|||"
 
-MAX_SENTENCES = 10_000_000
-"""Largest number of sentences a reader builds a KBest for (ids 0 .. MAX_SENTENCES-1).
-
-A KBest holds one instance per sentence id up to the largest one, so one
-corrupt id such as ``99999999999`` would otherwise allocate gigabytes; real
-tuning sets have thousands of sentences.
-"""
 
 _INTEGER = re.compile(r"[0-9]+")
 _INDEXED = re.compile(r"(.*)_(0|[1-9][0-9]*)")
@@ -211,14 +204,6 @@ def sparse_arrays(sparse: dict[str, float], space: FeatureSpace, path, line: int
     return [i for i, _ in pairs], [v for _, v in pairs]
 
 
-def check_sentence(sentence: int, n_sentences: int | None, path, line: int) -> None:
-    """Reject an id outside the list being built (see :data:`MAX_SENTENCES`)."""
-    limit = MAX_SENTENCES if n_sentences is None else n_sentences
-    if sentence >= limit:
-        raise InputError(f"sentence id {sentence}", path, line,
-                         f"ids below {limit}" + (" (n_sentences)" if n_sentences is not None else ""))
-
-
 def read_nbest(path: str | os.PathLike, space: FeatureSpace | None = None,
                n_sentences: int | None = None) -> KBest:
     """Read an n-best list into a :class:`KBest` (one instance per sentence ``0 .. n-1``).
@@ -246,10 +231,7 @@ def read_nbest(path: str | os.PathLike, space: FeatureSpace | None = None,
             raise InputError("feature groups differ from the first line: "
                              + " ".join(f"{label}({k})" for label, k in entry.layout()), path,
                              entry.line, " ".join(f"{label}({k})" for label, k in layout))
-        if entry.sentence < last:
-            raise InputError(f"sentence id {entry.sentence} after {last}", path, entry.line,
-                             "non-decreasing sentence ids")
-        check_sentence(entry.sentence, n_sentences, path, entry.line)
+        check_sentence_id(entry.sentence, last, n_sentences, path, entry.line)
         last = entry.sentence
         values = entry.dense_values()
         if columns is None:
