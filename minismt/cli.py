@@ -76,6 +76,55 @@ def _add_extract(sub) -> None:
     p.set_defaults(run=_extract_command)
 
 
+def _train_command(args) -> int:
+    from minismt.train import Trainer, TrainingConfig
+    config = TrainingConfig(src=args.src, tgt=args.tgt, out=args.out, lm_order=args.lm_order,
+                            lm_text=args.lm_text, src_lang=args.src_lang, tgt_lang=args.tgt_lang,
+                            tokenize=args.tokenize, lowercase=args.lowercase,
+                            max_length=args.max_length, max_phrase_length=args.max_phrase_length,
+                            table_limit=args.table_limit, progress=not args.quiet)
+    if not 2 <= args.lm_order <= 6:
+        raise InputError(f"--lm-order {args.lm_order}", expected="an order from 2 to 6")
+    trainer = Trainer(config, log=None if args.quiet else (lambda m: print(m, file=sys.stderr)))
+    trainer.run()
+    for record in trainer.records.values():
+        state = "cached" if record.cached else f"{record.seconds:7.1f} s  {record.peak_rss_mb:6.0f} MB"
+        print(f"{record.name:8s} {state}")
+    return 0
+
+
+def _add_train(sub) -> None:
+    p = sub.add_parser(
+        "train", help="train a phrase-based model: alignment, phrase table, reordering, KN LM",
+        description="Train the phrase-based model from a parallel corpus (plain or gzipped, one "
+                    "sentence per line, tokenised unless --tokenize): clean it (empty lines, "
+                    "length, length ratio, as Moses' clean-corpus-n.perl), align it with IBM "
+                    "Model 1 then the HMM model in both directions and grow-diag-final-and, "
+                    "extract and score phrase pairs up to 7 words with msd-bidirectional-fe "
+                    "reordering, and estimate an interpolated modified Kneser-Ney LM. Writes "
+                    "MODEL/manifest.json, which 'minismt decode' and 'minismt tune' read; a "
+                    "step whose inputs are unchanged is not redone.")
+    p.add_argument("--src", required=True, metavar="FILE", help="source side of the training corpus")
+    p.add_argument("--tgt", required=True, metavar="FILE", help="target side, same number of lines")
+    p.add_argument("--out", required=True, metavar="MODEL", help="model directory to write")
+    p.add_argument("--lm-order", type=int, default=4, metavar="N", help="LM order, 2-6 (default 4)")
+    p.add_argument("--lm-text", metavar="FILE",
+                   help="text for the LM (default: the target side of the cleaned corpus)")
+    p.add_argument("--tokenize", action="store_true",
+                   help="tokenise with sacremoses (Moses' tokenizer); needs --src-lang/--tgt-lang")
+    p.add_argument("--src-lang", metavar="LANG", help="source language code, e.g. de")
+    p.add_argument("--tgt-lang", metavar="LANG", help="target language code, e.g. en")
+    p.add_argument("--lowercase", action="store_true", help="lowercase both sides (and --lm-text)")
+    p.add_argument("--max-length", type=int, default=80, metavar="N",
+                   help="drop pairs with a side longer than N words (default 80)")
+    p.add_argument("--max-phrase-length", type=int, default=7, metavar="N",
+                   help="longest phrase extracted (default 7)")
+    p.add_argument("--table-limit", type=int, default=20, metavar="N",
+                   help="translations kept per source phrase, by p(e|f) (default 20)")
+    p.add_argument("--quiet", action="store_true", help="no progress bars or step log on stderr")
+    p.set_defaults(run=_train_command)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="minismt",
@@ -89,7 +138,12 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-COMMANDS = [_add_eval, _add_extract]
+def _add_corpora(sub) -> None:
+    from corpora.cli import add_corpora_command
+    add_corpora_command(sub)
+
+
+COMMANDS = [_add_eval, _add_extract, _add_train, _add_corpora]
 
 
 def main(argv=None) -> int:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import gzip
+import hashlib
 import io
 import os
 import tempfile
@@ -92,6 +93,21 @@ def read_lines(path: str | os.PathLike) -> list[str]:
     return [text for _, text in iter_lines(path)]
 
 
+def file_sha256(path: str | os.PathLike) -> str:
+    """Hex sha256 of a file's bytes (read in 1 MiB blocks)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 @contextlib.contextmanager
 def atomic_write(path: str | os.PathLike, compress: bool | None = None):
     """Write a text file atomically: a temporary file in the same folder, then rename.
@@ -107,6 +123,7 @@ def atomic_write(path: str | os.PathLike, compress: bool | None = None):
     fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp",
                                dir=folder)
     try:
+        os.chmod(tmp, 0o666 & ~_umask())
         with os.fdopen(fd, "wb") as raw:
             if compress:
                 with gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as gz, \
@@ -124,3 +141,10 @@ def atomic_write(path: str | os.PathLike, compress: bool | None = None):
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+
+
+def write_lines(path: str | os.PathLike, lines) -> None:
+    """Write one line per item, atomically (gzip when ``path`` ends in .gz)."""
+    with atomic_write(path) as out:
+        for line in lines:
+            out.write(line + "\n")

@@ -1,0 +1,314 @@
+"""``minismt train``: corpus -> word alignment -> phrase table + reordering model -> KN language model.
+
+The model directory holds every artefact and a ``manifest.json`` that
+``minismt decode`` and ``minismt tune`` read::
+
+    MODEL/manifest.json                      files, feature names, default weights, steps
+    MODEL/corpus/train.{src,tgt}             the cleaned training text (tokenised as given)
+    MODEL/corpus/vocab.{src,tgt}             vocabularies, one word per line
+    MODEL/align/aligned.{forward,reverse,grow-diag-final-and}   Pharaoh alignments
+    MODEL/model/phrase-table.gz              Moses text phrase table
+    MODEL/model/reordering-table.wbe-msd-bidirectional-fe.gz
+    MODEL/model/phrase-table.npz             the compact form the decoder loads
+    MODEL/lm/lm.N.arpa                       interpolated modified Kneser-Ney N-gram LM
+    MODEL/train.log                          what each step did, its time and peak memory
+
+Each step records a key (sha256 of its inputs' contents and its parameters);
+when the key is unchanged and its outputs exist, the step is not redone.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import resource
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+from minismt import __version__
+from minismt.corpus import (DEFAULT_MAX_LENGTH, DEFAULT_MAX_RATIO, Alignment, TokenArray,
+                            Tokenizer, Vocabulary, clean_pairs, read_parallel)
+from minismt.errors import InputError
+from minismt.io import atomic_write, file_sha256, read_lines, write_lines
+
+MANIFEST = "manifest.json"
+MANIFEST_FORMAT = "minismt-model"
+MANIFEST_VERSION = 1
+
+# Dense features of the phrase-based model, named as Moses names them in features.dat,
+# with the default (untuned) weights Moses' train-model.perl writes into moses.ini.
+DEFAULT_WEIGHTS = {
+    "LexicalReordering0_0": 0.3, "LexicalReordering0_1": 0.3, "LexicalReordering0_2": 0.3,
+    "LexicalReordering0_3": 0.3, "LexicalReordering0_4": 0.3, "LexicalReordering0_5": 0.3,
+    "Distortion0_0": 0.3,
+    "LM0_0": 0.5,
+    "WordPenalty0_0": -1.0,
+    "PhrasePenalty0_0": 0.2,
+    "TranslationModel0_0": 0.2, "TranslationModel0_1": 0.2, "TranslationModel0_2": 0.2,
+    "TranslationModel0_3": 0.2,
+    "UnknownWordPenalty0_0": 1.0,
+}
+
+
+def _peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+@dataclass
+class TrainingConfig:
+    """Parameters of ``minismt train`` (the defaults are Moses' and the papers')."""
+
+    src: str
+    tgt: str
+    out: str
+    lm_order: int = 4
+    lm_text: str | None = None
+    src_lang: str | None = None
+    tgt_lang: str | None = None
+    tokenize: bool = False
+    lowercase: bool = False
+    max_length: int = DEFAULT_MAX_LENGTH
+    max_ratio: float = DEFAULT_MAX_RATIO
+    max_phrase_length: int = 7
+    table_limit: int = 20
+    reordering_smoothing: float = 0.5
+    ibm1_iterations: int = 5
+    hmm_iterations: int = 5
+    progress: bool = True
+
+
+@dataclass
+class StepRecord:
+    name: str
+    key: str
+    outputs: list[str]
+    seconds: float
+    peak_rss_mb: float
+    info: dict = field(default_factory=dict)
+    cached: bool = False
+
+
+class Trainer:
+    """Runs the training steps into a model directory, skipping steps whose inputs are unchanged."""
+
+    def __init__(self, config: TrainingConfig, log: Callable[[str], None] | None = None):
+        self.config = config
+        self.out = os.path.abspath(config.out)
+        self._log_callback = log
+        self.records: dict[str, StepRecord] = {}
+        self.manifest = self._read_manifest()
+
+    # ---- bookkeeping -------------------------------------------------------------
+    def path(self, *parts: str) -> str:
+        return os.path.join(self.out, *parts)
+
+    def log(self, message: str) -> None:
+        os.makedirs(self.out, exist_ok=True)
+        stamp = time.strftime("%Y-%m-%d %H:%M:%S")
+        with open(self.path("train.log"), "a", encoding="utf-8") as handle:
+            handle.write(f"{stamp} {message}\n")
+        if self._log_callback is not None:
+            self._log_callback(message)
+
+    def _read_manifest(self) -> dict:
+        path = os.path.join(self.out, MANIFEST)
+        if not os.path.exists(path):
+            return {}
+        try:
+            with open(path, encoding="utf-8") as handle:
+                manifest = json.load(handle)
+        except (OSError, ValueError) as err:
+            raise InputError(f"unreadable model manifest ({err})", path) from None
+        if manifest.get("format") != MANIFEST_FORMAT:
+            raise InputError("not a minismt model manifest", path, expected=f"format {MANIFEST_FORMAT}")
+        return manifest
+
+    def _write_manifest(self) -> None:
+        self.manifest.update({
+            "format": MANIFEST_FORMAT, "version": MANIFEST_VERSION, "minismt": __version__,
+            "src_lang": self.config.src_lang, "tgt_lang": self.config.tgt_lang,
+        })
+        with atomic_write(self.path(MANIFEST)) as out:
+            json.dump(self.manifest, out, indent=2, sort_keys=True)
+            out.write("\n")
+
+    def _step(self, name: str, key_parts: dict, outputs: list[str], run: Callable[[], dict]) -> StepRecord:
+        key = hashlib.sha256(json.dumps(key_parts, sort_keys=True).encode()).hexdigest()
+        previous = self.manifest.get("steps", {}).get(name)
+        if previous and previous.get("key") == key and all(os.path.exists(self.path(o)) for o in outputs):
+            record = StepRecord(name, key, outputs, previous.get("seconds", 0.0),
+                                previous.get("peak_rss_mb", 0.0), previous.get("info", {}), cached=True)
+            self.log(f"{name}: unchanged, not redone")
+            self.records[name] = record
+            return record
+        self.log(f"{name}: running")
+        start = time.perf_counter()
+        info = run() or {}
+        record = StepRecord(name, key, outputs, round(time.perf_counter() - start, 3),
+                            round(_peak_rss_mb(), 1), info)
+        self.records[name] = record
+        self.manifest.setdefault("steps", {})[name] = {
+            "key": key, "outputs": outputs, "seconds": record.seconds,
+            "peak_rss_mb": record.peak_rss_mb, "info": info}
+        self._write_manifest()
+        self.log(f"{name}: done in {record.seconds:.1f} s, peak memory {record.peak_rss_mb:.0f} MB; "
+                 + ", ".join(f"{k}={v}" for k, v in info.items()))
+        return record
+
+    # ---- steps ------------------------------------------------------------------
+    def prepare(self) -> StepRecord:
+        c = self.config
+        outputs = ["corpus/train.src", "corpus/train.tgt"]
+        key = {"src": file_sha256(c.src), "tgt": file_sha256(c.tgt), "tokenize": c.tokenize,
+               "lowercase": c.lowercase, "src_lang": c.src_lang, "tgt_lang": c.tgt_lang,
+               "max_length": c.max_length, "max_ratio": c.max_ratio}
+
+        def run():
+            src, tgt = read_parallel(c.src, c.tgt)
+            if c.tokenize:
+                if not c.src_lang or not c.tgt_lang:
+                    raise InputError("--tokenize needs --src-lang and --tgt-lang")
+                src = _tokenize_all(src, Tokenizer(c.src_lang, c.lowercase), c.progress, "tokenise src")
+                tgt = _tokenize_all(tgt, Tokenizer(c.tgt_lang, c.lowercase), c.progress, "tokenise tgt")
+            elif c.lowercase:
+                src = [s.lower() for s in src]
+                tgt = [t.lower() for t in tgt]
+            src, tgt, _, report = clean_pairs(src, tgt, max_length=c.max_length, max_ratio=c.max_ratio)
+            if report.kept == 0:
+                raise InputError("no sentence pair is left after cleaning", c.src,
+                                 expected="non-empty pairs within the length limits")
+            os.makedirs(self.path("corpus"), exist_ok=True)
+            write_lines(self.path("corpus", "train.src"), src)
+            write_lines(self.path("corpus", "train.tgt"), tgt)
+            self.log(f"prepare: {report}")
+            return {"pairs": report.kept, "dropped": sum(report.dropped.values()),
+                    "dropped_reasons": report.dropped}
+
+        return self._step("prepare", key, outputs, run)
+
+    def _load_corpus(self):
+        src_lines = read_lines(self.path("corpus", "train.src"))
+        tgt_lines = read_lines(self.path("corpus", "train.tgt"))
+        src_vocab, tgt_vocab = Vocabulary(), Vocabulary()
+        return (TokenArray.from_sentences(src_lines, src_vocab),
+                TokenArray.from_sentences(tgt_lines, tgt_vocab), src_vocab, tgt_vocab)
+
+    def align(self) -> StepRecord:
+        c = self.config
+        outputs = ["align/aligned.forward", "align/aligned.reverse", "align/aligned.grow-diag-final-and"]
+        key = {"corpus": self._outputs_key("prepare"), "ibm1": c.ibm1_iterations, "hmm": c.hmm_iterations}
+
+        def run():
+            from minismt.align import align_corpus
+            src, tgt, _, _ = self._load_corpus()
+            result = align_corpus(src, tgt, ibm1_iterations=c.ibm1_iterations,
+                                  hmm_iterations=c.hmm_iterations, progress=c.progress)
+            os.makedirs(self.path("align"), exist_ok=True)
+            result.forward.write(self.path(outputs[0]))
+            result.reverse.write(self.path(outputs[1]))
+            result.symmetric.write(self.path(outputs[2]))
+            return {"links": int(result.symmetric.links.shape[0])}
+
+        return self._step("align", key, outputs, run)
+
+    def extract(self) -> StepRecord:
+        c = self.config
+        outputs = ["model/phrase-table.gz", "model/reordering-table.wbe-msd-bidirectional-fe.gz",
+                   "model/phrase-table.npz"]
+        key = {"corpus": self._outputs_key("prepare"), "align": self._outputs_key("align"),
+               "max_length": c.max_phrase_length, "table_limit": c.table_limit,
+               "smoothing": c.reordering_smoothing}
+
+        def run():
+            from minismt.extract import (train_phrase_table, write_moses_phrase_table,
+                                         write_moses_reordering_table)
+            src, tgt, src_vocab, tgt_vocab = self._load_corpus()
+            alignment = Alignment.read(self.path("align", "aligned.grow-diag-final-and"))
+            table = train_phrase_table(src, tgt, alignment, src_vocab, tgt_vocab,
+                                       max_length=c.max_phrase_length, table_limit=c.table_limit,
+                                       reordering_smoothing=c.reordering_smoothing, progress=c.progress)
+            os.makedirs(self.path("model"), exist_ok=True)
+            write_moses_phrase_table(table, self.path(outputs[0]))
+            write_moses_reordering_table(table, self.path(outputs[1]))
+            table.save(self.path(outputs[2]))
+            return {"phrase_pairs": len(table)}
+
+        return self._step("extract", key, outputs, run)
+
+    def lm(self) -> StepRecord:
+        c = self.config
+        name = f"lm/lm.{c.lm_order}.arpa"
+        text_key = file_sha256(c.lm_text) if c.lm_text else self._outputs_key("prepare")
+        key = {"text": text_key, "order": c.lm_order, "lowercase": c.lowercase if c.lm_text else None}
+
+        def run():
+            from minismt.lm import estimate_kn, write_arpa
+            if c.lm_text:
+                lines = read_lines(c.lm_text)
+                if c.lowercase:
+                    lines = [line.lower() for line in lines]
+            else:
+                lines = read_lines(self.path("corpus", "train.tgt"))
+            model = estimate_kn(lines, order=c.lm_order, progress=c.progress)
+            os.makedirs(self.path("lm"), exist_ok=True)
+            write_arpa(model, self.path(name))
+            return {"order": c.lm_order, "lines": len(lines)}
+
+        return self._step("lm", key, [name], run)
+
+    def _outputs_key(self, step: str) -> str:
+        """A digest of a finished step's outputs, so later steps redo only when those change."""
+        record = self.records.get(step)
+        if record is None:
+            raise InputError(f"step {step!r} has not run")
+        digest = hashlib.sha256()
+        for output in record.outputs:
+            digest.update(file_sha256(self.path(output)).encode())
+        return digest.hexdigest()
+
+    def run(self) -> dict:
+        """Every step in order; returns the manifest."""
+        self.prepare()
+        self.align()
+        self.extract()
+        self.lm()
+        self.manifest["files"] = {
+            "train_src": "corpus/train.src", "train_tgt": "corpus/train.tgt",
+            "alignment": "align/aligned.grow-diag-final-and",
+            "phrase_table": "model/phrase-table.npz",
+            "phrase_table_text": "model/phrase-table.gz",
+            "reordering_table_text": "model/reordering-table.wbe-msd-bidirectional-fe.gz",
+            "lm_arpa": f"lm/lm.{self.config.lm_order}.arpa",
+        }
+        self.manifest["lm_order"] = self.config.lm_order
+        self.manifest["features"] = list(DEFAULT_WEIGHTS)
+        self.manifest["default_weights"] = dict(DEFAULT_WEIGHTS)
+        self.manifest["distortion_limit"] = 6
+        self._write_manifest()
+        total = sum(r.seconds for r in self.records.values() if not r.cached)
+        self.log(f"model written to {self.out} ({total:.1f} s of work)")
+        return self.manifest
+
+
+def _tokenize_all(lines, tokenizer: Tokenizer, progress: bool, what: str) -> list[str]:
+    from tqdm import tqdm
+    return [tokenizer(line) for line in tqdm(lines, desc=what, disable=not progress, unit="line")]
+
+
+def load_manifest(model_dir: str | os.PathLike) -> dict:
+    """The manifest of a trained model directory (``minismt decode`` and ``tune`` start here)."""
+    path = os.path.join(os.fspath(model_dir), MANIFEST)
+    try:
+        with open(path, encoding="utf-8") as handle:
+            manifest = json.load(handle)
+    except FileNotFoundError:
+        raise InputError("no model here (manifest.json missing); run 'minismt train' first",
+                         path) from None
+    except (OSError, ValueError) as err:
+        raise InputError(f"unreadable model manifest ({err})", path) from None
+    if manifest.get("format") != MANIFEST_FORMAT or "files" not in manifest:
+        raise InputError("not a complete minismt model", path,
+                         expected="a manifest written by a finished 'minismt train'")
+    return manifest
