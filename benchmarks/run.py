@@ -20,6 +20,10 @@ HERE = Path(__file__).resolve().parent
 BENCHMARKS = {
     "kbest-memory": "kbest_memory",
     "bleu-stats": "bleu_stats",
+    "align-speed": "align_speed",
+    "extract-speed": "extract_speed",
+    "lm-speed": "lm_speed",
+    "train-speed": "train_speed",
 }
 
 

@@ -109,11 +109,14 @@ def _umask() -> int:
 
 
 @contextlib.contextmanager
-def atomic_write(path: str | os.PathLike, compress: bool | None = None):
-    """Write a text file atomically: a temporary file in the same folder, then rename.
+def atomic_write(path: str | os.PathLike, compress: bool | None = None, binary: bool = False,
+                 compresslevel: int = 6):
+    """Write a file atomically: a temporary file in the same folder, then rename.
 
     A crash or kill leaves either the old file or the complete new one, never a
-    partial one. ``compress`` defaults to ``path`` ending in ``.gz``.
+    partial one. Yields a UTF-8 text handle, or a bytes handle when ``binary``.
+    ``compress`` defaults to ``path`` ending in ``.gz``; level 6 is gzip's
+    default (level 9 is several times slower for a few percent).
     """
     path = os.fspath(path)
     if compress is None:
@@ -125,22 +128,33 @@ def atomic_write(path: str | os.PathLike, compress: bool | None = None):
     try:
         os.chmod(tmp, 0o666 & ~_umask())
         with os.fdopen(fd, "wb") as raw:
-            if compress:
-                with gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as gz, \
-                        io.TextIOWrapper(gz, encoding="utf-8", newline="\n") as text:
-                    yield text
-                raw.flush()
-                os.fsync(raw.fileno())
-            else:
-                with io.TextIOWrapper(raw, encoding="utf-8", newline="\n") as text:
-                    yield text
-                    text.flush()
-                    os.fsync(raw.fileno())
+            with contextlib.ExitStack() as stack:
+                stream = raw
+                if compress:
+                    stream = stack.enter_context(gzip.GzipFile(
+                        fileobj=raw, mode="wb", compresslevel=compresslevel, mtime=0))
+                if not binary:
+                    stream = stack.enter_context(_UnclosingText(stream))
+                yield stream
+            raw.flush()
+            os.fsync(raw.fileno())
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+
+
+class _UnclosingText(io.TextIOWrapper):
+    """A UTF-8 text layer that flushes but does not close the stream below it."""
+
+    def __init__(self, stream):
+        super().__init__(stream, encoding="utf-8", newline="\n")
+
+    def close(self):
+        if not self.closed:
+            self.flush()
+            self.detach()
 
 
 def write_lines(path: str | os.PathLike, lines) -> None:
