@@ -5,7 +5,6 @@ The model directory holds every artefact and a ``manifest.json`` that
 
     MODEL/manifest.json                      files, feature names, default weights, steps
     MODEL/corpus/train.{src,tgt}             the cleaned training text (tokenised as given)
-    MODEL/corpus/vocab.{src,tgt}             vocabularies, one word per line
     MODEL/align/aligned.{forward,reverse,grow-diag-final-and}   Pharaoh alignments
     MODEL/model/phrase-table.gz              Moses text phrase table
     MODEL/model/reordering-table.wbe-msd-bidirectional-fe.gz
