@@ -24,6 +24,7 @@ BENCHMARKS = {
     "extract-speed": "extract_speed",
     "lm-speed": "lm_speed",
     "train-speed": "train_speed",
+    "hypergraph-speed": "hypergraph_speed",
 }
 
 

@@ -1,0 +1,20 @@
+"""Array hypergraphs (translation forests) and their algorithms.
+
+- :class:`Hypergraph`, :class:`HypergraphBuilder` (:mod:`.graph`): the arrays,
+  in topological order with the goal last;
+- Viterbi, inside/outside in the log semiring, posteriors, max-marginals and
+  pruning (:mod:`.algorithms`; Goodman 1999, Li & Eisner 2009, as cdec);
+- lazy k-best with a distinct-yield option (:mod:`.kbest`; Huang & Chiang 2005, Alg. 3);
+- cdec's JSON forest format (:mod:`.cdec_json`);
+- networkx and Graphviz DOT export (:mod:`.draw`).
+
+The numba kernels are in :mod:`._kernels`.
+"""
+
+from minismt.hypergraph.cdec_json import dumps_cdec_json, loads_cdec_json, read_cdec_json, write_cdec_json
+from minismt.hypergraph.draw import to_dot, to_networkx
+from minismt.hypergraph.graph import Hypergraph, HypergraphBuilder
+from minismt.hypergraph.kbest import Derivation, KBestList
+
+__all__ = ["Derivation", "Hypergraph", "HypergraphBuilder", "KBestList", "dumps_cdec_json", "loads_cdec_json",
+           "read_cdec_json", "to_dot", "to_networkx", "write_cdec_json"]

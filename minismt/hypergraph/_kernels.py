@@ -1,0 +1,741 @@
+"""Numba kernels of :mod:`minismt.hypergraph`: array traversals of a topologically sorted forest.
+
+As in cdec (``decoder/inside_outside.h``, ``decoder/viterbi.h``), there is one
+bottom-up traversal (:func:`inside`) and one top-down traversal
+(:func:`outside`), each run in a semiring chosen by a constant:
+
+- ``VITERBI``: (max, +) over scores ``w . f``, with back-pointers;
+- ``LOG``: (log-sum-exp, +), the log of the real (sum, x) semiring, with a
+  stable ``logaddexp``.
+
+Nodes without incoming edges (lattice start nodes) get the semiring one (0), as
+in cdec. The lazy k-best search of Huang & Chiang (2005), Algorithm 3, is
+:func:`lazy_kbest`; the remaining kernels read derivations out (yields, edges,
+feature sums) and cut sub-forests.
+
+Arrays follow :class:`minismt.hypergraph.Hypergraph`: node ``v``'s incoming
+edges are ``in_offsets[v]:in_offsets[v+1]``; the tails of edge ``e`` are
+``tails[tail_offsets[e]:tail_offsets[e+1]]``; its target template is
+``tmpl[tmpl_offsets[e]:tmpl_offsets[e+1]]`` with a word id ``>= 0`` or
+``-(i+1)`` for the yield of tail ``i``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+VITERBI = 0
+LOG = 1
+
+_HASH_BASE = np.uint64(0x100000001B3)
+_MIX = np.uint64(0x9E3779B97F4A7C15)
+
+
+@njit(cache=True)
+def _grow(a, need):
+    """``a`` itself if it holds ``need`` items, else a copy with at least twice the room."""
+    if need <= a.shape[0]:
+        return a
+    b = np.empty(max(need, 2 * a.shape[0], 16), a.dtype)
+    b[:a.shape[0]] = a
+    return b
+
+
+@njit(cache=True)
+def edge_scores(feat_offsets, feat_ids, feat_values, w, out):
+    """``out[e] = w . f_e``: the sparse dot product of every edge's features with ``w``."""
+    for e in range(out.shape[0]):
+        s = 0.0
+        for p in range(feat_offsets[e], feat_offsets[e + 1]):
+            s += w[feat_ids[p]] * feat_values[p]
+        out[e] = s
+
+
+@njit(cache=True)
+def _logaddexp(a, b):
+    if a == -np.inf:
+        return b
+    if b == -np.inf:
+        return a
+    if a > b:
+        return a + math.log1p(math.exp(b - a))
+    return b + math.log1p(math.exp(a - b))
+
+
+@njit(cache=True)
+def inside(in_offsets, tail_offsets, tails, score, semiring, value, best_edge):
+    """Bottom-up traversal: ``value[v] = (+)_{e in in(v)} score[e] + sum_{t in tails(e)} value[t]``.
+
+    ``(+)`` is ``max`` (``VITERBI``; ``best_edge[v]`` gets the first maximising
+    edge) or log-sum-exp (``LOG``). A node without incoming edges gets 0 and
+    ``best_edge = -1``.
+    """
+    n = value.shape[0]
+    for v in range(n):
+        lo = in_offsets[v]
+        hi = in_offsets[v + 1]
+        best_edge[v] = -1
+        if lo == hi:
+            value[v] = 0.0
+            continue
+        acc = -np.inf
+        for e in range(lo, hi):
+            x = score[e]
+            for p in range(tail_offsets[e], tail_offsets[e + 1]):
+                x += value[tails[p]]
+            if semiring == VITERBI:
+                if best_edge[v] == -1 or x > acc:
+                    acc = x
+                    best_edge[v] = e
+            else:
+                acc = _logaddexp(acc, x)
+        value[v] = acc
+
+
+@njit(cache=True)
+def outside(edge_head, tail_offsets, tails, score, inside_value, semiring, value):
+    """Top-down traversal: outside scores with the goal (last node) at 0.
+
+    ``value[t] = (+)`` over edges ``e`` and tail positions ``i`` with
+    ``tails(e)[i] = t`` of ``value[head(e)] + score[e] + sum_{j != i} inside[tails(e)[j]]``.
+    Edges are visited in reverse order, so every head is final before its tails
+    receive from it. Nodes that no derivation of the goal uses stay at ``-inf``.
+    """
+    n = value.shape[0]
+    value[:] = -np.inf
+    if n == 0:
+        return
+    value[n - 1] = 0.0
+    for e in range(edge_head.shape[0] - 1, -1, -1):
+        b = value[edge_head[e]]
+        if b == -np.inf:
+            continue
+        lo = tail_offsets[e]
+        hi = tail_offsets[e + 1]
+        for p in range(lo, hi):
+            x = b + score[e]
+            for q in range(lo, hi):
+                if q != p:
+                    x += inside_value[tails[q]]
+            t = tails[p]
+            if semiring == VITERBI:
+                if x > value[t]:
+                    value[t] = x
+            else:
+                value[t] = _logaddexp(value[t], x)
+
+
+@njit(cache=True)
+def edge_marginals(edge_head, tail_offsets, tails, score, inside_value, outside_value, out):
+    """``out[e] = outside[head(e)] + score[e] + sum_t inside[t]``.
+
+    With Viterbi inside/outside this is the max-marginal of ``e`` (the score of
+    the best derivation using it); with log inside/outside, ``out[e] - log Z`` is
+    the log posterior (expected count) of ``e``.
+    """
+    for e in range(edge_head.shape[0]):
+        x = outside_value[edge_head[e]]
+        if x != -np.inf:
+            x += score[e]
+            for p in range(tail_offsets[e], tail_offsets[e + 1]):
+                x += inside_value[tails[p]]
+        out[e] = x
+
+
+@njit(cache=True)
+def live_parts(in_offsets, edge_head, tail_offsets, tails, keep_edge, node_out, edge_out):
+    """The sub-forest that ``keep_edge`` leaves: live, goal-reachable nodes and edges.
+
+    A node is live if it had no incoming edge to begin with (a lattice start
+    node) or one kept edge has only live tails; an edge survives if it is kept,
+    its tails are live and its head is reachable from the goal through surviving
+    edges. Fills the boolean ``node_out`` and ``edge_out``.
+    """
+    n = node_out.shape[0]
+    n_edges = edge_head.shape[0]
+    live = np.zeros(n, np.bool_)
+    usable = np.zeros(n_edges, np.bool_)
+    for v in range(n):
+        lo = in_offsets[v]
+        hi = in_offsets[v + 1]
+        if lo == hi:
+            live[v] = True
+            continue
+        for e in range(lo, hi):
+            if not keep_edge[e]:
+                continue
+            ok = True
+            for p in range(tail_offsets[e], tail_offsets[e + 1]):
+                if not live[tails[p]]:
+                    ok = False
+                    break
+            if ok:
+                usable[e] = True
+                live[v] = True
+    node_out[:] = False
+    edge_out[:] = False
+    if n == 0 or not live[n - 1]:
+        return
+    node_out[n - 1] = True
+    for e in range(n_edges - 1, -1, -1):
+        if usable[e] and node_out[edge_head[e]]:
+            edge_out[e] = True
+            for p in range(tail_offsets[e], tail_offsets[e + 1]):
+                node_out[tails[p]] = True
+
+
+@njit(cache=True)
+def viterbi_tree(best_edge, tail_offsets, tails, tmpl_offsets, tmpl, goal):
+    """Yield (word ids) and pre-order edges of the derivation that ``best_edge`` picks at ``goal``."""
+    n = best_edge.shape[0]
+    # edges, pre-order, children left to right
+    stack = np.empty(n + 1, np.int64)
+    edges = np.empty(16, np.int32)
+    n_edges = 0
+    stack[0] = goal
+    sp = 1
+    while sp > 0:
+        sp -= 1
+        e = best_edge[stack[sp]]
+        if e < 0:
+            continue
+        if n_edges == edges.shape[0]:
+            edges = _grow(edges, n_edges + 1)
+        edges[n_edges] = e
+        n_edges += 1
+        lo = tail_offsets[e]
+        hi = tail_offsets[e + 1]
+        if sp + hi - lo > stack.shape[0]:
+            stack = _grow(stack, sp + hi - lo)
+        for p in range(hi - 1, lo - 1, -1):
+            stack[sp] = tails[p]
+            sp += 1
+    # yield, template order
+    frame_node = np.empty(n + 1, np.int64)
+    frame_pos = np.empty(n + 1, np.int64)
+    words = np.empty(16, np.int32)
+    n_words = 0
+    frame_node[0] = goal
+    frame_pos[0] = tmpl_offsets[best_edge[goal]] if best_edge[goal] >= 0 else 0
+    sp = 1 if best_edge[goal] >= 0 else 0
+    while sp > 0:
+        v = frame_node[sp - 1]
+        e = best_edge[v]
+        pos = frame_pos[sp - 1]
+        if pos == tmpl_offsets[e + 1]:
+            sp -= 1
+            continue
+        frame_pos[sp - 1] = pos + 1
+        item = tmpl[pos]
+        if item >= 0:
+            if n_words == words.shape[0]:
+                words = _grow(words, n_words + 1)
+            words[n_words] = item
+            n_words += 1
+        else:
+            t = tails[tail_offsets[e] - item - 1]
+            if best_edge[t] >= 0:
+                frame_node[sp] = t
+                frame_pos[sp] = tmpl_offsets[best_edge[t]]
+                sp += 1
+    return words[:n_words].copy(), edges[:n_edges].copy()
+
+
+@njit(cache=True)
+def feature_sums(edge_offsets, edges, feat_offsets, feat_ids, feat_values, dim):
+    """Sum of the edges' features for each derivation, as CSR ``(offsets, ids, values)``.
+
+    Derivation ``i`` uses ``edges[edge_offsets[i]:edge_offsets[i+1]]`` (with
+    repetition); ids come out sorted, sums that are exactly zero are left out.
+    """
+    m = edge_offsets.shape[0] - 1
+    acc = np.zeros(dim)
+    touched = np.zeros(dim, np.bool_)
+    idx = np.empty(16, np.int32)
+    out_offsets = np.zeros(m + 1, np.int64)
+    out_ids = np.empty(16, np.int32)
+    out_values = np.empty(16, np.float64)
+    n_out = 0
+    for i in range(m):
+        n_idx = 0
+        for q in range(edge_offsets[i], edge_offsets[i + 1]):
+            e = edges[q]
+            for p in range(feat_offsets[e], feat_offsets[e + 1]):
+                f = feat_ids[p]
+                if not touched[f]:
+                    touched[f] = True
+                    if n_idx == idx.shape[0]:
+                        idx = _grow(idx, n_idx + 1)
+                    idx[n_idx] = f
+                    n_idx += 1
+                acc[f] += feat_values[p]
+        order = np.sort(idx[:n_idx])
+        if n_out + n_idx > out_ids.shape[0]:
+            out_ids = _grow(out_ids, n_out + n_idx)
+            out_values = _grow(out_values, n_out + n_idx)
+        for f in order:
+            if acc[f] != 0.0:
+                out_ids[n_out] = f
+                out_values[n_out] = acc[f]
+                n_out += 1
+            acc[f] = 0.0
+            touched[f] = False
+        out_offsets[i + 1] = n_out
+    return out_offsets, out_ids[:n_out].copy(), out_values[:n_out].copy()
+
+
+# ---- lazy k-best (Huang & Chiang 2005, Algorithm 3) ---------------------------------
+
+@njit(cache=True, inline="always")
+def _reserve(start, size, cap, pool, used, v):
+    """Room for one more item in node ``v``'s segment of ``pool`` (moved to the end when full)."""
+    if size[v] < cap[v]:
+        return pool, used
+    new_cap = max(4, 2 * cap[v])
+    pool = _grow(pool, used + new_cap)
+    for i in range(size[v]):
+        pool[used + i] = pool[start[v] + i]
+    start[v] = used
+    cap[v] = new_cap
+    return pool, used + new_cap
+
+
+@njit(cache=True)
+def _grow_store(need, d_edge, d_score, d_rank_off, d_hash, d_pow, d_len):
+    """The derivation store's arrays, each with room for ``need`` derivations."""
+    return (_grow(d_edge, need), _grow(d_score, need), _grow(d_rank_off, need), _grow(d_hash, need),
+            _grow(d_pow, need), _grow(d_len, need))
+
+
+@njit(cache=True)
+def _better(a, b, d_score):
+    """Heap order of derivations: higher score first, then the earlier made one."""
+    return d_score[a] > d_score[b] or (d_score[a] == d_score[b] and a < b)
+
+
+@njit(cache=True)
+def _heap_push(heap, lo, size, d, d_score):
+    i = size
+    heap[lo + i] = d
+    while i > 0:
+        parent = (i - 1) // 2
+        if _better(heap[lo + i], heap[lo + parent], d_score):
+            tmp = heap[lo + i]
+            heap[lo + i] = heap[lo + parent]
+            heap[lo + parent] = tmp
+            i = parent
+        else:
+            break
+
+
+@njit(cache=True)
+def _heap_pop(heap, lo, size, d_score):
+    """Remove and return the best derivation of a heap of ``size`` items."""
+    top = heap[lo]
+    size -= 1
+    heap[lo] = heap[lo + size]
+    i = 0
+    while True:
+        left = 2 * i + 1
+        if left >= size:
+            break
+        child = left
+        if left + 1 < size and _better(heap[lo + left + 1], heap[lo + left], d_score):
+            child = left + 1
+        if _better(heap[lo + child], heap[lo + i], d_score):
+            tmp = heap[lo + i]
+            heap[lo + i] = heap[lo + child]
+            heap[lo + child] = tmp
+            i = child
+        else:
+            break
+    return top
+
+
+@njit(cache=True)
+def _rank_key(d, d_edge, d_rank_off, ranks, arity):
+    h = np.uint64(d_edge[d]) * _MIX + np.uint64(1)
+    for i in range(arity):
+        h = (h ^ np.uint64(ranks[d_rank_off[d] + i])) * _MIX
+    return h ^ (h >> np.uint64(29))
+
+
+@njit(cache=True)
+def _seen_insert(table, d, d_edge, d_rank_off, ranks, tail_offsets):
+    """Insert derivation ``d`` = <e, j> into the open-addressing set; False if <e, j> is there."""
+    e = d_edge[d]
+    arity = tail_offsets[e + 1] - tail_offsets[e]
+    mask = np.uint64(table.shape[0] - 1)
+    slot = _rank_key(d, d_edge, d_rank_off, ranks, arity) & mask
+    while True:
+        other = table[slot]
+        if other < 0:
+            table[slot] = d
+            return True
+        if d_edge[other] == e:
+            same = True
+            for i in range(arity):
+                if ranks[d_rank_off[other] + i] != ranks[d_rank_off[d] + i]:
+                    same = False
+                    break
+            if same:
+                return False
+        slot = (slot + np.uint64(1)) & mask
+
+
+@njit(cache=True)
+def _seen_rehash(table, d_edge, d_rank_off, ranks, tail_offsets):
+    new = np.full(2 * table.shape[0], -1, np.int64)
+    for slot in range(table.shape[0]):
+        if table[slot] >= 0:
+            _seen_insert(new, table[slot], d_edge, d_rank_off, ranks, tail_offsets)
+    return new
+
+
+@njit(cache=True, inline="always")
+def _child(d, i, d_edge, d_rank_off, ranks, tail_offsets, tails, dl_pool, dl_start):
+    """The derivation that ``d`` uses for its ``i``-th tail."""
+    t = tails[tail_offsets[d_edge[d]] + i]
+    return dl_pool[dl_start[t] + ranks[d_rank_off[d] + i]]
+
+
+@njit(cache=True, inline="always")
+def _set_yield_key(d, d_edge, d_rank_off, ranks, d_hash, d_pow, d_len, tail_offsets, tails,
+                   tmpl_offsets, tmpl, dl_pool, dl_start):
+    """Polynomial hash, ``base**length`` and length of ``d``'s yield, from its children's."""
+    e = d_edge[d]
+    h = np.uint64(0)
+    pw = np.uint64(1)
+    length = 0
+    if e >= 0:
+        for p in range(tmpl_offsets[e], tmpl_offsets[e + 1]):
+            item = tmpl[p]
+            if item >= 0:
+                h = h * _HASH_BASE + np.uint64(item + 1)
+                pw = pw * _HASH_BASE
+                length += 1
+            else:
+                c = _child(d, -item - 1, d_edge, d_rank_off, ranks, tail_offsets, tails, dl_pool, dl_start)
+                h = h * d_pow[c] + d_hash[c]
+                pw = pw * d_pow[c]
+                length += d_len[c]
+    d_hash[d] = h
+    d_pow[d] = pw
+    d_len[d] = length
+
+
+@njit(cache=True)
+def _write_yield(d, out, frame_d, frame_pos, d_edge, d_rank_off, ranks, tail_offsets, tails,
+                 tmpl_offsets, tmpl, dl_pool, dl_start):
+    """Write the word ids of ``d``'s yield into ``out`` (big enough); returns their number."""
+    n = 0
+    if d_edge[d] < 0:
+        return 0
+    frame_d[0] = d
+    frame_pos[0] = tmpl_offsets[d_edge[d]]
+    sp = 1
+    while sp > 0:
+        c = frame_d[sp - 1]
+        e = d_edge[c]
+        pos = frame_pos[sp - 1]
+        if pos == tmpl_offsets[e + 1]:
+            sp -= 1
+            continue
+        frame_pos[sp - 1] = pos + 1
+        item = tmpl[pos]
+        if item >= 0:
+            out[n] = item
+            n += 1
+        else:
+            g = _child(c, -item - 1, d_edge, d_rank_off, ranks, tail_offsets, tails, dl_pool, dl_start)
+            if d_edge[g] >= 0:
+                frame_d[sp] = g
+                frame_pos[sp] = tmpl_offsets[d_edge[g]]
+                sp += 1
+    return n
+
+
+@njit(cache=True)
+def lazy_kbest(in_offsets, tail_offsets, tails, tmpl_offsets, tmpl, score, vit, best_edge, k, distinct):
+    """The ``k`` best derivations of the goal (last node), by Huang & Chiang (2005), Algorithm 3.
+
+    A derivation is ``<e, j>``: an edge and a 0-based rank ``j_i`` into the
+    derivation list ``D(T_i(e))`` of each tail. The 1-best of every node comes
+    from the Viterbi pass (``vit``, ``best_edge``), as the algorithm assumes.
+    ``LazyKthBest(v, r)`` makes ``D(v)`` hold rank ``r``; it is run with an
+    explicit stack (each frame asks only for earlier nodes, so the depth is at
+    most the number of nodes). Each step first applies ``LazyNext`` to the last
+    derivation popped at ``v`` (pushing ``<e, j + b^i>`` for every tail ``i``
+    whose rank ``j_i + 1`` exists, once each, checked in a hash set), after the
+    candidate heap ``cand[v]`` was filled on its first use with ``<e, 0>`` of
+    every other incoming edge, then pops the best candidate.
+
+    With ``distinct``, each node keeps only derivations whose yield it has not
+    kept yet (cdec's unique k-best, ``-r``): yields are compared by a polynomial
+    hash and then word by word; a duplicate still gets its successors.
+
+    Returns the ids of the goal's derivations, best first, and the derivation
+    store ``(d_edge, d_score, d_len, d_rank_off, ranks, dl_pool, dl_start)``
+    that :func:`expand_derivations` reads.
+    """
+    n = in_offsets.shape[0] - 1
+    cap = 2 * n + 2 * min(k, 1 << 16) + 16
+    d_edge = np.empty(cap, np.int32)
+    d_score = np.empty(cap, np.float64)
+    d_rank_off = np.empty(cap, np.int64)
+    d_hash = np.empty(cap, np.uint64)
+    d_pow = np.empty(cap, np.uint64)
+    d_len = np.empty(cap, np.int64)
+    ranks = np.empty(max(16, tails.shape[0]), np.int32)
+    n_d = 0
+    n_r = 0
+    dl_start = np.zeros(n, np.int64)
+    dl_size = np.zeros(n, np.int64)
+    dl_cap = np.zeros(n, np.int64)
+    dl_pool = np.empty(4 * n + 16, np.int64)
+    dl_used = 0
+    hp_start = np.zeros(n, np.int64)
+    hp_size = np.zeros(n, np.int64)
+    hp_cap = np.zeros(n, np.int64)
+    hp_pool = np.empty(16, np.int64)
+    hp_used = 0
+    pending = np.full(n, -1, np.int64)
+    cand_ready = np.zeros(n, np.bool_)
+    exhausted = np.zeros(n, np.bool_)
+    seen = np.full(64, -1, np.int64)
+    n_seen = 0
+    ytab = np.full(64, -1, np.int64)
+    ytab_node = np.full(64, -1, np.int64)
+    n_ytab = 0
+    buf_a = np.empty(16, np.int32)
+    buf_b = np.empty(16, np.int32)
+    frame_d = np.empty(n + 1, np.int64)
+    frame_pos = np.empty(n + 1, np.int64)
+
+    # the 1-best of every node, from the Viterbi back-pointers
+    for v in range(n):
+        e = best_edge[v]
+        arity = 0 if e < 0 else tail_offsets[e + 1] - tail_offsets[e]
+        d = n_d
+        n_d += 1
+        ranks = _grow(ranks, n_r + arity)
+        d_edge[d] = e
+        d_score[d] = vit[v]
+        d_rank_off[d] = n_r
+        for i in range(arity):
+            ranks[n_r + i] = 0
+        n_r += arity
+        _set_yield_key(d, d_edge, d_rank_off, ranks, d_hash, d_pow, d_len, tail_offsets, tails,
+                       tmpl_offsets, tmpl, dl_pool, dl_start)
+        dl_pool, dl_used = _reserve(dl_start, dl_size, dl_cap, dl_pool, dl_used, v)
+        dl_pool[dl_start[v]] = d
+        dl_size[v] = 1
+        pending[v] = d
+        if e < 0:
+            exhausted[v] = True
+        if distinct:
+            if 2 * (n_ytab + 1) > ytab.shape[0]:
+                ytab, ytab_node = _ytab_rehash(ytab, ytab_node, d_hash)
+            _ytab_put(ytab, ytab_node, d, v, d_hash)
+            n_ytab += 1
+
+    if n == 0 or k <= 0:
+        return (np.zeros(0, np.int64), d_edge[:n_d], d_score[:n_d], d_len[:n_d], d_rank_off[:n_d],
+                ranks[:n_r], dl_pool, dl_start)
+
+    stack_v = np.empty(n + 1, np.int64)
+    stack_r = np.empty(n + 1, np.int64)
+    stack_v[0] = n - 1
+    stack_r[0] = k - 1
+    sp = 1
+    while sp > 0:
+        v = stack_v[sp - 1]
+        r = stack_r[sp - 1]
+        if dl_size[v] > r or exhausted[v]:
+            sp -= 1
+            continue
+        d = pending[v]
+        if d >= 0:
+            # LazyNext(cand[v], d): first make sure every tail has its next rank (or has none)
+            e = d_edge[d]
+            t_lo = tail_offsets[e]
+            arity = tail_offsets[e + 1] - t_lo
+            blocked = False
+            for i in range(arity):
+                t = tails[t_lo + i]
+                want = ranks[d_rank_off[d] + i] + 1
+                if dl_size[t] <= want and not exhausted[t]:
+                    stack_v[sp] = t
+                    stack_r[sp] = want
+                    sp += 1
+                    blocked = True
+                    break
+            if blocked:
+                continue
+            if not cand_ready[v]:
+                cand_ready[v] = True
+                for e2 in range(in_offsets[v], in_offsets[v + 1]):
+                    if e2 == e:
+                        continue
+                    a2 = tail_offsets[e2 + 1] - tail_offsets[e2]
+                    if n_d + 1 > d_edge.shape[0]:
+                        d_edge, d_score, d_rank_off, d_hash, d_pow, d_len = _grow_store(
+                            n_d + 1, d_edge, d_score, d_rank_off, d_hash, d_pow, d_len)
+                    ranks = _grow(ranks, n_r + a2)
+                    c = n_d
+                    s = score[e2]
+                    for p in range(a2):
+                        ranks[n_r + p] = 0
+                        s += vit[tails[tail_offsets[e2] + p]]
+                    d_edge[c] = e2
+                    d_score[c] = s
+                    d_rank_off[c] = n_r
+                    if 2 * (n_seen + 1) > seen.shape[0]:
+                        seen = _seen_rehash(seen, d_edge, d_rank_off, ranks, tail_offsets)
+                    if _seen_insert(seen, c, d_edge, d_rank_off, ranks, tail_offsets):
+                        n_seen += 1
+                        n_d += 1
+                        n_r += a2
+                        hp_pool, hp_used = _reserve(hp_start, hp_size, hp_cap, hp_pool, hp_used, v)
+                        _heap_push(hp_pool, hp_start[v], hp_size[v], c, d_score)
+                        hp_size[v] += 1
+            for i in range(arity):
+                t = tails[t_lo + i]
+                want = ranks[d_rank_off[d] + i] + 1
+                if want >= dl_size[t]:
+                    continue
+                if n_d + 1 > d_edge.shape[0]:
+                    d_edge, d_score, d_rank_off, d_hash, d_pow, d_len = _grow_store(
+                        n_d + 1, d_edge, d_score, d_rank_off, d_hash, d_pow, d_len)
+                ranks = _grow(ranks, n_r + arity)
+                c = n_d
+                d_edge[c] = e
+                d_rank_off[c] = n_r
+                s = score[e]
+                for p in range(arity):
+                    rp = ranks[d_rank_off[d] + p] + (1 if p == i else 0)
+                    ranks[n_r + p] = rp
+                    tp = tails[t_lo + p]
+                    s += d_score[dl_pool[dl_start[tp] + rp]]
+                d_score[c] = s
+                if 2 * (n_seen + 1) > seen.shape[0]:
+                    seen = _seen_rehash(seen, d_edge, d_rank_off, ranks, tail_offsets)
+                if _seen_insert(seen, c, d_edge, d_rank_off, ranks, tail_offsets):
+                    n_seen += 1
+                    n_d += 1
+                    n_r += arity
+                    hp_pool, hp_used = _reserve(hp_start, hp_size, hp_cap, hp_pool, hp_used, v)
+                    _heap_push(hp_pool, hp_start[v], hp_size[v], c, d_score)
+                    hp_size[v] += 1
+            pending[v] = -1
+        if hp_size[v] == 0:
+            exhausted[v] = True
+            sp -= 1
+            continue
+        d = _heap_pop(hp_pool, hp_start[v], hp_size[v], d_score)
+        hp_size[v] -= 1
+        pending[v] = d
+        _set_yield_key(d, d_edge, d_rank_off, ranks, d_hash, d_pow, d_len, tail_offsets, tails,
+                       tmpl_offsets, tmpl, dl_pool, dl_start)
+        if distinct:
+            if d_len[d] > buf_a.shape[0]:
+                buf_a = np.empty(2 * d_len[d], np.int32)
+                buf_b = np.empty(2 * d_len[d], np.int32)
+            duplicate = False
+            mask = np.uint64(ytab.shape[0] - 1)
+            slot = (d_hash[d] ^ (np.uint64(v) * _MIX)) & mask
+            filled = False
+            while ytab[slot] >= 0:
+                other = ytab[slot]
+                if ytab_node[slot] == v and d_hash[other] == d_hash[d] and d_len[other] == d_len[d]:
+                    if not filled:
+                        _write_yield(d, buf_a, frame_d, frame_pos, d_edge, d_rank_off, ranks, tail_offsets,
+                                     tails, tmpl_offsets, tmpl, dl_pool, dl_start)
+                        filled = True
+                    _write_yield(other, buf_b, frame_d, frame_pos, d_edge, d_rank_off, ranks, tail_offsets,
+                                 tails, tmpl_offsets, tmpl, dl_pool, dl_start)
+                    same = True
+                    for q in range(d_len[d]):
+                        if buf_a[q] != buf_b[q]:
+                            same = False
+                            break
+                    if same:
+                        duplicate = True
+                        break
+                slot = (slot + np.uint64(1)) & mask
+            if duplicate:
+                continue
+            if 2 * (n_ytab + 1) > ytab.shape[0]:
+                ytab, ytab_node = _ytab_rehash(ytab, ytab_node, d_hash)
+            _ytab_put(ytab, ytab_node, d, v, d_hash)
+            n_ytab += 1
+        dl_pool, dl_used = _reserve(dl_start, dl_size, dl_cap, dl_pool, dl_used, v)
+        dl_pool[dl_start[v] + dl_size[v]] = d
+        dl_size[v] += 1
+
+    goal = n - 1
+    m = min(k, dl_size[goal])
+    out = dl_pool[dl_start[goal]:dl_start[goal] + m].copy()
+    return out, d_edge[:n_d], d_score[:n_d], d_len[:n_d], d_rank_off[:n_d], ranks[:n_r], dl_pool, dl_start
+
+
+@njit(cache=True)
+def _ytab_put(ytab, ytab_node, d, v, d_hash):
+    mask = np.uint64(ytab.shape[0] - 1)
+    slot = (d_hash[d] ^ (np.uint64(v) * _MIX)) & mask
+    while ytab[slot] >= 0:
+        slot = (slot + np.uint64(1)) & mask
+    ytab[slot] = d
+    ytab_node[slot] = v
+
+
+@njit(cache=True)
+def _ytab_rehash(ytab, ytab_node, d_hash):
+    new = np.full(2 * ytab.shape[0], -1, np.int64)
+    new_node = np.full(2 * ytab.shape[0], -1, np.int64)
+    for slot in range(ytab.shape[0]):
+        if ytab[slot] >= 0:
+            _ytab_put(new, new_node, ytab[slot], ytab_node[slot], d_hash)
+    return new, new_node
+
+
+@njit(cache=True)
+def expand_derivations(ids, d_edge, d_len, d_rank_off, ranks, dl_pool, dl_start, tail_offsets, tails,
+                       tmpl_offsets, tmpl, n_nodes):
+    """Yields (CSR of word ids) and pre-order edges (CSR) of the derivations ``ids`` of :func:`lazy_kbest`."""
+    m = ids.shape[0]
+    tok_offsets = np.zeros(m + 1, np.int64)
+    for i in range(m):
+        tok_offsets[i + 1] = tok_offsets[i] + d_len[ids[i]]
+    tokens = np.empty(tok_offsets[m], np.int32)
+    frame_d = np.empty(n_nodes + 1, np.int64)
+    frame_pos = np.empty(n_nodes + 1, np.int64)
+    for i in range(m):
+        _write_yield(ids[i], tokens[tok_offsets[i]:], frame_d, frame_pos, d_edge, d_rank_off, ranks,
+                     tail_offsets, tails, tmpl_offsets, tmpl, dl_pool, dl_start)
+    edge_offsets = np.zeros(m + 1, np.int64)
+    edges = np.empty(16, np.int32)
+    n_edges = 0
+    stack = np.empty(16, np.int64)
+    for i in range(m):
+        stack[0] = ids[i]
+        sp = 1
+        while sp > 0:
+            sp -= 1
+            d = stack[sp]
+            e = d_edge[d]
+            if e < 0:
+                continue
+            edges = _grow(edges, n_edges + 1)
+            edges[n_edges] = e
+            n_edges += 1
+            arity = tail_offsets[e + 1] - tail_offsets[e]
+            stack = _grow(stack, sp + arity)
+            for p in range(arity - 1, -1, -1):
+                stack[sp] = _child(d, p, d_edge, d_rank_off, ranks, tail_offsets, tails, dl_pool, dl_start)
+                sp += 1
+        edge_offsets[i + 1] = n_edges
+    return tok_offsets, tokens, edge_offsets, edges[:n_edges].copy()
