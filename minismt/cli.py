@@ -138,12 +138,83 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _decode_command(args) -> int:
+    from minismt.features import read_weights
+    from minismt.io import read_lines, write_lines
+    from minismt.parallel import DecodeJob, decode_corpus
+    sentences = read_lines(args.input)
+    job = DecodeJob(model_dir=args.model, weights=read_weights(args.weights) if args.weights else None,
+                    stack_size=args.stack, beam_threshold=args.beam_threshold,
+                    distortion_limit=args.distortion_limit, kbest=args.kbest,
+                    distinct=not args.derivations, hypergraph_dir=args.hypergraph_dir)
+    if args.kbest and not args.kbest_out:
+        raise InputError("--kbest needs --kbest-out FILE")
+    if args.hypergraph_dir:
+        import os
+        os.makedirs(args.hypergraph_dir, exist_ok=True)
+    executor = None
+    if args.dask_scheduler:
+        from distributed import Client
+        executor = Client(args.dask_scheduler).get_executor()
+    outputs = decode_corpus(job, sentences, executor=executor, jobs=args.jobs, progress=not args.quiet)
+    write_lines(args.output, [o.best for o in outputs])
+    if args.kbest:
+        from minismt.features import FeatureSpace
+        from minismt.kbest import KBestBuilder
+        from minismt.train import load_manifest
+        from plugins.moses.nbest import write_kbest_nbest
+        manifest = load_manifest(args.model)
+        space = FeatureSpace(manifest["features"])
+        builder = KBestBuilder(space)
+        for output in outputs:
+            for text, _, features in output.kbest:
+                builder.add(output.index, text, features[:space.n_dense])
+        weights = dict(manifest["default_weights"], **(job.weights or {}))
+        write_kbest_nbest(args.kbest_out, builder.build(len(sentences)), weights)
+    words = sum(len(s.split()) for s in sentences)
+    print(f"decoded {len(sentences)} sentences ({words} words)", file=sys.stderr)
+    return 0
+
+
+def _add_decode(sub) -> None:
+    p = sub.add_parser(
+        "decode", help="translate with a trained phrase-based model (1-best, k-best, hypergraphs)",
+        description="Translate a tokenised input file (one sentence per line) with a model from "
+                    "'minismt train': stack decoding with the LM, the 4 phrase scores, word and "
+                    "phrase penalties, distance distortion, msd-bidirectional-fe reordering and an "
+                    "unknown-word penalty (Moses' feature set). Writes the 1-best translations; "
+                    "optionally the k-best list in Moses n-best format and each sentence's search "
+                    "graph as a cdec JSON hypergraph. Sentences are decoded in parallel processes "
+                    "(--jobs) or on a Dask cluster (--dask-scheduler).")
+    p.add_argument("--model", required=True, metavar="MODEL", help="model directory from 'minismt train'")
+    p.add_argument("--input", required=True, metavar="FILE", help="source sentences, tokenised")
+    p.add_argument("--output", required=True, metavar="FILE", help="1-best translations to write")
+    p.add_argument("--weights", metavar="FILE",
+                   help="weights file ('name value' lines); default: the model's untuned weights")
+    p.add_argument("--kbest", type=int, default=0, metavar="K", help="also write the K best translations")
+    p.add_argument("--kbest-out", metavar="FILE", help="where to write the k-best list (Moses n-best format)")
+    p.add_argument("--derivations", action="store_true",
+                   help="k-best derivations, which can repeat strings (default: distinct strings)")
+    p.add_argument("--hypergraph-dir", metavar="DIR",
+                   help="write each sentence's search graph as DIR/<i>.json.gz (cdec JSON)")
+    p.add_argument("--stack", type=int, default=200, metavar="N", help="stack size (default 200, as Moses)")
+    p.add_argument("--beam-threshold", type=float, default=1e-5, metavar="X",
+                   help="drop hypotheses worse than X times the best of their stack (default 1e-5)")
+    p.add_argument("--distortion-limit", type=int, default=None, metavar="N",
+                   help="maximum jump (default: the model's, 6)")
+    p.add_argument("--jobs", type=int, default=1, metavar="N", help="decoding processes (default 1)")
+    p.add_argument("--dask-scheduler", metavar="ADDRESS",
+                   help="decode on a Dask distributed cluster (e.g. tcp://host:8786) instead")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(run=_decode_command)
+
+
 def _add_corpora(sub) -> None:
     from corpora.cli import add_corpora_command
     add_corpora_command(sub)
 
 
-COMMANDS = [_add_eval, _add_extract, _add_train, _add_corpora]
+COMMANDS = [_add_eval, _add_extract, _add_train, _add_decode, _add_corpora]
 
 
 def main(argv=None) -> int:

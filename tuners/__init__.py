@@ -1,1 +1,8 @@
-"""Tuners: every weight-tuning method behind one interface, and the outer tuning loop."""
+"""Tuners: every weight-tuning method behind one interface, and the outer tuning loop.
+
+Importing this package registers every tuner in :data:`tuners.base.REGISTRY`.
+"""
+
+from tuners.base import REGISTRY, Tuner, get_tuner, register
+
+__all__ = ["REGISTRY", "Tuner", "get_tuner", "register"]

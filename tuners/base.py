@@ -1,0 +1,81 @@
+"""The Tuner interface and the registry of tuners by name.
+
+A tuner is configured by keyword arguments in ``__init__`` (stored unchanged, no
+work there) and optimises weights on fixed tuning data with ``fit(data, w0)``,
+which returns the new weights and leaves ``weights_`` and ``history_`` (one dict
+per inner iteration or epoch) on the tuner, as scikit-learn estimators do.
+``data`` is a :class:`minismt.kbest.KBest` with BLEU statistics; weights are
+float64 arrays over ``data.space`` (dense names first, then sparse names).
+Every random choice comes from ``numpy.random.default_rng(seed)`` made inside
+``fit``, so the same seed gives bit-identical weights.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Callable
+
+import numpy as np
+
+from minismt.errors import InputError
+from minismt.kbest import KBest
+
+REGISTRY: dict[str, type["Tuner"]] = {}
+
+
+class Tuner:
+    """Base class: parameters in ``__init__``, optimisation in :meth:`fit`."""
+
+    name = "tuner"
+    needs = "kbest"  # what fit() takes: "kbest" (n-best tuners), "hypergraph" or "decoder" (online)
+
+    def get_params(self) -> dict:
+        """The constructor's keyword arguments and their current values."""
+        signature = inspect.signature(type(self).__init__)
+        return {p: getattr(self, p) for p in signature.parameters if p != "self"}
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
+        return f"{type(self).__name__}({args})"
+
+    def fit(self, data: KBest, w0) -> np.ndarray:
+        raise TypeError(f"{type(self).__name__} does not implement fit")
+
+    @staticmethod
+    def check_data(data: KBest, w0) -> np.ndarray:
+        """Validate tuning data and the start point; returns ``w0`` as a float64 array over the space."""
+        if not isinstance(data, KBest):
+            raise InputError(f"tuning data of type {type(data).__name__}", expected="a KBest")
+        if data.stats is None:
+            raise InputError("the k-best list has no BLEU statistics",
+                             expected="statistics computed against the references")
+        if data.n_hypotheses == 0:
+            raise InputError("the k-best list is empty", expected="at least one hypothesis")
+        w = data.weight_array(w0 if not isinstance(w0, np.ndarray) else np.asarray(w0, dtype=np.float64))
+        if not np.all(np.isfinite(w)):
+            raise InputError("start weights contain NaN or inf", expected="finite weights")
+        return w.astype(np.float64, copy=True)
+
+
+def register(name: str) -> Callable[[type[Tuner]], type[Tuner]]:
+    """Class decorator adding a tuner to :data:`REGISTRY` under ``name``."""
+    def add(cls: type[Tuner]) -> type[Tuner]:
+        if name in REGISTRY and REGISTRY[name] is not cls:
+            raise ValueError(f"tuner name {name!r} registered twice")
+        cls.name = name
+        REGISTRY[name] = cls
+        return cls
+    return add
+
+
+def get_tuner(name: str, **params) -> Tuner:
+    """A new tuner by registry name, e.g. ``get_tuner("apro", C=0.01)``."""
+    import tuners  # noqa: F401  (importing the package registers every tuner)
+    try:
+        cls = REGISTRY[name]
+    except KeyError:
+        raise InputError(f"unknown tuner {name!r}", expected=f"one of {', '.join(sorted(REGISTRY))}") from None
+    try:
+        return cls(**params)
+    except TypeError as err:
+        raise InputError(f"bad parameters for tuner {name!r}: {err}") from None
