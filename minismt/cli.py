@@ -209,12 +209,68 @@ def _add_decode(sub) -> None:
     p.set_defaults(run=_decode_command)
 
 
+def _tune_command(args) -> int:
+    from minismt.io import read_lines
+    from tuners.devdecoder import MinismtDevDecoder
+    from tuners.loop import TuningRun
+    sources = read_lines(args.dev_src)
+    ref_sets = [read_lines(path) for path in args.dev_ref]
+    for path, lines in zip(args.dev_ref, ref_sets):
+        if len(lines) != len(sources):
+            raise InputError(f"{len(lines)} lines, but --dev-src has {len(sources)}", path,
+                             expected="one reference line per dev sentence")
+    decoder = MinismtDevDecoder(args.model, sources, kbest=args.kbest, jobs=args.jobs,
+                                stack_size=args.stack, progress=not args.quiet)
+    run = TuningRun(decoder, list(zip(*ref_sets)), args.tuner, args.run_dir,
+                    accumulate=args.accumulate, reset_after=args.reset_after,
+                    max_iter=args.iterations, seed=args.seed, return_best=args.keep == "best",
+                    lowercase=args.lowercase)
+    run.run(decoder.default_weights)
+    for record in run.history:
+        print(f"iteration {record.iteration}: dev BLEU {100 * record.dev_bleu:.2f}, "
+              f"{record.hypotheses} hypotheses ({record.new_hypotheses} new), {record.seconds:.1f} s")
+    print(f"weights written to {args.run_dir}/weights.final")
+    return 0
+
+
+def _add_tune(sub) -> None:
+    p = sub.add_parser(
+        "tune", help="tune the weights of a trained model on a dev set with any tuner",
+        description="Tune the log-linear weights of a model from 'minismt train': each iteration "
+                    "decodes the dev set into distinct k-best lists, accumulates them across "
+                    "iterations (merge, as Moses; aggregate, for listwise tuners; or none), runs "
+                    "the tuner, and checkpoints. Stops after --iterations or when the k-best lists "
+                    "stop changing; writes RUN_DIR/weights.final ('name value' lines; the weights "
+                    "with the best dev BLEU unless --keep last), tune.log and history.json. A run "
+                    "that was killed resumes from its last checkpoint with the same command.")
+    p.add_argument("--model", required=True, metavar="MODEL", help="model directory from 'minismt train'")
+    p.add_argument("--dev-src", required=True, metavar="FILE", help="dev source sentences, tokenised")
+    p.add_argument("--dev-ref", required=True, action="append", metavar="FILE",
+                   help="dev references; repeat for several")
+    p.add_argument("--tuner", required=True, metavar="NAME", help="tuner name, e.g. mert, pro, apro, kbmira")
+    p.add_argument("--run-dir", required=True, metavar="DIR", help="checkpoints, log and weights.final")
+    p.add_argument("--iterations", type=int, default=10, metavar="N", help="at most N decoding iterations (10)")
+    p.add_argument("--seed", type=int, default=0, metavar="S", help="seed of every random choice (0)")
+    p.add_argument("--kbest", type=int, default=100, metavar="K", help="distinct k-best per sentence (100)")
+    p.add_argument("--accumulate", choices=["merge", "aggregate", "none"], default="merge",
+                   help="how k-best lists are kept across iterations (default merge)")
+    p.add_argument("--reset-after", type=int, default=None, metavar="N",
+                   help="start accumulating afresh every N iterations (APRO paper)")
+    p.add_argument("--keep", choices=["best", "last"], default="best",
+                   help="return the best-dev-BLEU weights (default) or the last ones")
+    p.add_argument("--lowercase", action="store_true", help="case-insensitive BLEU")
+    p.add_argument("--stack", type=int, default=200, metavar="N", help="decoder stack size (200)")
+    p.add_argument("--jobs", type=int, default=1, metavar="N", help="decoding processes (1)")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.set_defaults(run=_tune_command)
+
+
 def _add_corpora(sub) -> None:
     from corpora.cli import add_corpora_command
     add_corpora_command(sub)
 
 
-COMMANDS = [_add_eval, _add_extract, _add_train, _add_decode, _add_corpora]
+COMMANDS = [_add_eval, _add_extract, _add_train, _add_decode, _add_tune, _add_corpora]
 
 
 def main(argv=None) -> int:

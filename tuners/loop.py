@@ -1,0 +1,220 @@
+"""The outer tuning loop: decode the dev set -> accumulate k-best lists -> tune -> checkpoint.
+
+``TuningRun`` drives any :class:`DevDecoder` (minismt's own decoder here; the
+Moses and cdec plugins provide others) and any registered n-best tuner:
+
+1. decode the dev set with ``w_t`` into a k-best list (and the 1-best, scored
+   with sacrebleu-exact corpus BLEU),
+2. accumulate: ``merge`` (Moses: all iterations' lists, duplicates removed),
+   ``aggregate`` (each iteration's list kept as its own instances, for listwise
+   tuners) or ``none`` (this iteration's list only), optionally starting afresh
+   every ``reset_after`` iterations (the APRO paper's reset),
+3. ``w_{t+1} = tuner.fit(accumulated, w_t)`` with the tuner seeded by
+   (seed, t),
+4. write a checkpoint (weights, accumulated list, history) atomically.
+
+It stops after ``max_iter`` iterations or when decoding adds no new hypothesis
+to the accumulated list, and returns the weights with the best dev BLEU (or
+the last ones). A run killed at any point resumes from its last checkpoint and
+ends with bit-identical weights, because every input of an iteration is in the
+checkpoint and every random choice is seeded by (seed, iteration).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Protocol, Sequence
+
+import numpy as np
+
+from minismt.errors import InputError
+from minismt.features import FeatureSpace
+from minismt.io import atomic_write, write_lines
+from minismt.kbest import KBest
+from minismt.metrics import BleuReferences, corpus_bleu_from_stats
+from tuners.base import Tuner, get_tuner
+
+CHECKPOINT = "checkpoint.json"
+ACCUMULATED = "accumulated.npz"
+
+
+class DevDecoder(Protocol):
+    """Decodes the dev set with given weights."""
+
+    space: FeatureSpace
+
+    def decode(self, weights: np.ndarray, iteration: int) -> tuple[KBest, list[str]]:
+        """The k-best list (no statistics needed) and the 1-best strings of every dev sentence."""
+
+
+@dataclass
+class IterationRecord:
+    iteration: int
+    dev_bleu: float
+    tuned_bleu: float
+    hypotheses: int
+    new_hypotheses: int
+    seconds: float
+    weights: list[float] = field(default_factory=list)
+
+
+class TuningRun:
+    """Tune the weights of a decoder on a dev set with one tuner; resumable.
+
+    Parameters
+    ----------
+    decoder : the dev-set decoder (see :class:`DevDecoder`).
+    references : one list of reference strings per dev sentence.
+    tuner : a registered tuner name or a :class:`Tuner` instance.
+    run_dir : where checkpoints, the log and ``weights.final`` go.
+    accumulate : ``merge`` | ``aggregate`` | ``none``.
+    reset_after : start accumulating afresh every N iterations (None: never).
+    max_iter : at most this many decoding iterations.
+    seed : seeds the tuner of iteration t with (seed, t).
+    return_best : return the weights with the best dev BLEU (else the last ones).
+    lowercase : case-insensitive BLEU.
+    """
+
+    def __init__(self, decoder: DevDecoder, references: Sequence[Sequence[str]], tuner,
+                 run_dir: str | os.PathLike, accumulate: str = "merge", reset_after: int | None = None,
+                 max_iter: int = 10, seed: int = 0, return_best: bool = True,
+                 lowercase: bool = False, tuner_params: dict | None = None):
+        if accumulate not in ("merge", "aggregate", "none"):
+            raise InputError(f"accumulate={accumulate!r}", expected="'merge', 'aggregate' or 'none'")
+        if max_iter < 1:
+            raise InputError(f"max_iter={max_iter}", expected="at least 1")
+        self.decoder = decoder
+        self.references = BleuReferences(references, lowercase=lowercase)
+        self.tuner = tuner
+        self.tuner_params = dict(tuner_params or {})
+        self.run_dir = os.fspath(run_dir)
+        self.accumulate = accumulate
+        self.reset_after = reset_after
+        self.max_iter = max_iter
+        self.seed = seed
+        self.return_best = return_best
+        self.history: list[IterationRecord] = []
+
+    # ---- the tuner of one iteration ------------------------------------------------
+    def _tuner(self, iteration: int) -> Tuner:
+        if isinstance(self.tuner, Tuner):
+            return self.tuner
+        tuner = get_tuner(self.tuner, **self.tuner_params)
+        if "seed" in tuner.get_params() and "seed" not in self.tuner_params:
+            tuner.seed = int(np.random.SeedSequence([self.seed, iteration]).generate_state(1)[0])
+        return tuner
+
+    # ---- checkpoints ----------------------------------------------------------------
+    def _path(self, name: str) -> str:
+        return os.path.join(self.run_dir, name)
+
+    def _save(self, iteration: int, weights: np.ndarray, accumulated: KBest | list[KBest] | None,
+              done: bool) -> None:
+        os.makedirs(self.run_dir, exist_ok=True)
+        parts = accumulated if isinstance(accumulated, list) else ([accumulated] if accumulated else [])
+        for k, part in enumerate(parts):
+            part.save(self._path(f"accumulated.{iteration}.{k}.npz"))
+        state = {"iteration": iteration, "weights": [float(x) for x in weights],
+                 "space": self.decoder.space.to_json(), "parts": len(parts), "done": done,
+                 "history": [r.__dict__ for r in self.history], "seed": self.seed,
+                 "accumulate": self.accumulate, "max_iter": self.max_iter}
+        with atomic_write(self._path(CHECKPOINT)) as out:
+            json.dump(state, out)
+        for name in os.listdir(self.run_dir):  # older iterations' lists are no longer needed
+            if name.startswith("accumulated.") and not name.startswith(f"accumulated.{iteration}."):
+                os.unlink(self._path(name))
+
+    def _load(self):
+        path = self._path(CHECKPOINT)
+        if not os.path.exists(path):
+            return None
+        try:
+            with open(path, encoding="utf-8") as handle:
+                state = json.load(handle)
+        except (OSError, ValueError) as err:
+            raise InputError(f"unreadable checkpoint ({err})", path) from None
+        if state.get("seed") != self.seed or state.get("accumulate") != self.accumulate:
+            raise InputError("the run directory holds a run with other settings", path,
+                             expected="the same seed and accumulation, or a new --run-dir")
+        parts = [KBest.load(self._path(f"accumulated.{state['iteration']}.{k}.npz"), self.decoder.space)
+                 for k in range(state["parts"])]
+        self.history = [IterationRecord(**r) for r in state["history"]]
+        return state, parts
+
+    # ---- the loop ------------------------------------------------------------------------
+    def run(self, w0) -> np.ndarray:
+        """Tune from ``w0`` (or resume); returns the final weights and writes ``weights.final``."""
+        space = self.decoder.space
+        weights = np.asarray(w0 if not isinstance(w0, dict) else space.weights(w0), dtype=np.float64)
+        accumulated: KBest | list[KBest] | None = None
+        start = 0
+        loaded = self._load()
+        if loaded is not None:
+            state, parts = loaded
+            weights = np.asarray(state["weights"], dtype=np.float64)
+            start = state["iteration"] + 1
+            if parts:
+                accumulated = parts if self.accumulate == "aggregate" else parts[0]
+            if state["done"]:
+                return self._finish(weights)
+        for t in range(start, self.max_iter):
+            began = time.perf_counter()
+            kbest, onebest = self.decoder.decode(weights, t)
+            kbest.set_stats(self.references.kbest_stats(kbest))
+            dev_stats = self.references.stats(np.arange(len(onebest)), onebest)
+            dev_bleu = corpus_bleu_from_stats(dev_stats)
+            if self.reset_after and t > 0 and t % self.reset_after == 0:
+                accumulated = None
+            new = _new_hypotheses(accumulated, kbest)
+            accumulated = self._accumulate(accumulated, kbest)
+            data = KBest.aggregate(accumulated) if isinstance(accumulated, list) else accumulated
+            tuner = self._tuner(t)
+            w_next = np.asarray(tuner.fit(data, weights), dtype=np.float64)
+            tuned_bleu = data.bleu(w_next)
+            self.history.append(IterationRecord(t, dev_bleu, tuned_bleu, data.n_hypotheses, new,
+                                                round(time.perf_counter() - began, 3),
+                                                [float(x) for x in weights]))
+            converged = t > 0 and new == 0
+            weights = w_next
+            self._save(t, weights, accumulated, done=converged or t == self.max_iter - 1)
+            self._log(self.history[-1])
+            if converged:
+                break
+        return self._finish(weights)
+
+    def _accumulate(self, accumulated, kbest: KBest):
+        if self.accumulate == "none" or accumulated is None:
+            return [kbest] if self.accumulate == "aggregate" else kbest
+        if self.accumulate == "merge":
+            return accumulated.merge(kbest)
+        return accumulated + [kbest]
+
+    def _log(self, record: IterationRecord) -> None:
+        line = (f"iteration {record.iteration}: dev BLEU {100 * record.dev_bleu:.2f} (weights decoded), "
+                f"tuned BLEU on the k-best {100 * record.tuned_bleu:.2f}, {record.hypotheses} hypotheses "
+                f"({record.new_hypotheses} new), {record.seconds:.1f} s")
+        with open(self._path("tune.log"), "a", encoding="utf-8") as handle:
+            handle.write(line + "\n")
+
+    def _finish(self, last: np.ndarray) -> np.ndarray:
+        """``weights.final``: the best-dev-BLEU weights (those a decode was scored with) or the last."""
+        final = last
+        if self.return_best and self.history:
+            best = max(self.history, key=lambda r: (r.dev_bleu, -r.iteration))
+            final = np.asarray(best.weights, dtype=np.float64)
+        names = self.decoder.space.names
+        write_lines(self._path("weights.final"), [f"{n} {repr(float(v))}" for n, v in zip(names, final)])
+        with atomic_write(self._path("history.json")) as out:
+            json.dump([r.__dict__ for r in self.history], out, indent=1)
+        return final
+
+
+def _new_hypotheses(accumulated, kbest: KBest) -> int:
+    """Hypotheses of ``kbest`` not in the merged list (merge) or in the previous iteration's list."""
+    if accumulated is None:
+        return kbest.n_hypotheses
+    previous = accumulated[-1] if isinstance(accumulated, list) else accumulated
+    return previous.merge(kbest).n_hypotheses - previous.n_hypotheses
