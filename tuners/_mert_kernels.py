@@ -1,0 +1,360 @@
+"""Numba kernels of MERT's exact line search (Och 2003, Sec. 6; Macherey et al. 2008, Sec. 3).
+
+Along a line ``w + gamma * d`` through weight space every hypothesis ``h`` is a
+line in ``gamma``: ``s(gamma) = w.h + gamma * d.h`` (intercept ``a = w.h``,
+slope ``b = d.h``). The model-best hypothesis of a sentence is the top line,
+so it changes only at the breakpoints of the sentence's *upper envelope*
+(Macherey et al. 2008, Algorithm 1): sort the lines by slope, keep the highest
+intercept of equal slopes, and sweep them with a stack, popping every line
+whose interval becomes empty. Between two consecutive breakpoints of all
+sentences together the corpus statistics are constant, so corpus BLEU is a step
+function of ``gamma``; merging the breakpoints of all sentences and sweeping
+them left to right with the statistics' deltas evaluates it exactly on every
+interval (Och 2003, Sec. 6).
+
+Conventions shared with :class:`minismt.kbest.KBest`:
+
+- rows of instance ``i`` are ``offsets[i]:offsets[i+1]``; ``stats`` is the
+  ``[N, 9]`` BLEU statistics array;
+- ties in the model score go to the first row (``KBest.model_best``): of two
+  equal lines the one with the smaller row index is on the envelope;
+- corpus BLEU is computed with the arithmetic of
+  :func:`minismt.metrics._kernels.bleu_from_sums` (:func:`bleu`, bit for bit),
+  so that BLEU at a returned point is exactly the swept value.
+
+Per-instance sort orders are computed once per direction (:func:`sentence_orders`);
+coordinate directions keep theirs for a whole MERT run, since their slopes (one
+feature column) do not depend on the point.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+from minismt.metrics._kernels import MAX_ORDER, SMOOTH_EXP, SMOOTH_NONE
+
+N_STATS = 2 * MAX_ORDER + 1
+
+__all__ = ["SMOOTH_EXP", "SMOOTH_NONE", "bleu", "best_interval", "breakpoints",
+           "coordinate_slopes", "direction_slopes", "envelopes", "line_searches",
+           "model_bleu", "model_scores", "sentence_orders", "upper_envelope"]
+
+
+@njit(cache=True)
+def bleu(acc, smooth):
+    """Corpus BLEU in [0, 1] of summed statistics ``acc`` (int64[9]), without allocating.
+
+    The same operations in the same order as
+    :func:`minismt.metrics._kernels.bleu_from_sums`, hence the same value bit
+    for bit: brevity penalty ``exp(1 - r/c)`` when ``c < r``; precision
+    ``100 m_n / t_n``; ``SMOOTH_EXP`` replaces a zero match count by
+    ``100 / (2^k t_n)`` (k-th such order), ``SMOOTH_NONE`` gives 0 (Moses'
+    BLEU); an order with no n-gram ends the product.
+    """
+    sys_len = float(acc[1])
+    ref_len = float(acc[2 * MAX_ORDER])
+    bp = 1.0
+    if sys_len < ref_len:
+        bp = math.exp(1.0 - ref_len / sys_len) if sys_len > 0 else 0.0
+    any_match = False
+    for n in range(MAX_ORDER):
+        if acc[2 * n] != 0:
+            any_match = True
+    if not any_match:
+        return 0.0
+    log_sum = 0.0
+    smooth_mteval = 1.0
+    stopped = False
+    for n in range(MAX_ORDER):
+        precision = 0.0
+        if not stopped:
+            correct = float(acc[2 * n])
+            total = float(acc[2 * n + 1])
+            if total == 0:
+                stopped = True
+            elif correct == 0:
+                if smooth == SMOOTH_EXP:
+                    smooth_mteval *= 2
+                    precision = 100.0 / (smooth_mteval * total)
+            else:
+                precision = 100.0 * correct / total
+        log_sum += -9999999999.0 if precision == 0.0 else math.log(precision)
+    return bp * math.exp(log_sum / MAX_ORDER) / 100.0
+
+
+@njit(cache=True)
+def model_scores(features, indptr, indices, values, w, out):
+    """``out[r] = w . h_r`` over the dense columns and the CSR block of sparse features."""
+    n_dense = features.shape[1]
+    for r in range(features.shape[0]):
+        dense = 0.0
+        for k in range(n_dense):
+            dense += features[r, k] * w[k]
+        sparse = 0.0
+        for j in range(indptr[r], indptr[r + 1]):
+            sparse += values[j] * w[indices[j]]
+        out[r] = dense + sparse
+
+
+@njit(cache=True)
+def model_bleu(offsets, scores, stats, smooth):
+    """Corpus BLEU of the model-best rows (highest score, first row wins ties) of every instance."""
+    acc = np.zeros(N_STATS, dtype=np.int64)
+    for i in range(offsets.shape[0] - 1):
+        lo, hi = offsets[i], offsets[i + 1]
+        if hi == lo:
+            continue
+        best = lo
+        for r in range(lo + 1, hi):
+            if scores[r] > scores[best]:
+                best = r
+        for c in range(N_STATS):
+            acc[c] += stats[best, c]
+    return bleu(acc, smooth)
+
+
+@njit(cache=True)
+def coordinate_slopes(features, indptr, indices, values, position, out):
+    """Slopes along coordinate directions: ``out[position[k], r] = h_r[k]`` for every feature k with ``position[k] >= 0``.
+
+    A dense feature gives its column, a sparse one its CSR entries (0 elsewhere).
+    """
+    n_dense = features.shape[1]
+    out[:, :] = 0.0
+    for k in range(n_dense):
+        j = position[k]
+        if j >= 0:
+            for r in range(features.shape[0]):
+                out[j, r] = features[r, k]
+    for r in range(features.shape[0]):
+        for e in range(indptr[r], indptr[r + 1]):
+            j = position[indices[e]]
+            if j >= 0:
+                out[j, r] = values[e]
+
+
+@njit(cache=True)
+def direction_slopes(features, indptr, indices, values, directions, out):
+    """Slopes along arbitrary directions: ``out[j, r] = directions[j] . h_r``."""
+    for j in range(directions.shape[0]):
+        model_scores(features, indptr, indices, values, directions[j], out[j])
+
+
+@njit(cache=True)
+def sentence_orders(offsets, slopes, orders, sorted_slopes):
+    """Sort each instance's rows by slope, for every direction ``j``.
+
+    ``orders[j, lo:hi]`` (int32) are the rows ``lo:hi`` of an instance in
+    ascending order of ``slopes[j]`` and ``sorted_slopes[j, lo:hi]`` their
+    slopes in that order, so that the envelope sweep reads both sequentially.
+    """
+    for j in range(slopes.shape[0]):
+        for i in range(offsets.shape[0] - 1):
+            lo, hi = offsets[i], offsets[i + 1]
+            if hi > lo:
+                local = np.argsort(slopes[j, lo:hi])
+                for t in range(hi - lo):
+                    orders[j, lo + t] = lo + local[t]
+                    sorted_slopes[j, lo + t] = slopes[j, lo + local[t]]
+
+
+@njit(cache=True)
+def upper_envelope(a, sorted_b, order, lo, hi, hull_rows, hull_x, hull_b):
+    """Upper envelope of the lines ``a[r] + gamma * b[r]`` of one instance's rows.
+
+    ``order[lo:hi]`` are the rows sorted by slope and ``sorted_b[lo:hi]``
+    their slopes (:func:`sentence_orders`). Macherey et al. (2008),
+    Algorithm 1: of each run of equal slopes only the highest line enters (the
+    first row on equal intercepts); a line pops the stack top while it meets
+    the top at or left of the top's own left breakpoint. Writes the envelope's
+    rows at ``hull_rows[lo:lo+k]``, their left breakpoints at
+    ``hull_x[lo:lo+k]`` (``hull_x[lo] = -inf``, strictly increasing) and
+    slopes at ``hull_b[lo:lo+k]``, and returns ``k``: row ``hull_rows[lo+t]``
+    is the model-best on ``(hull_x[lo+t], hull_x[lo+t+1])``.
+
+    Before the sweep, lines that cannot reach the envelope are skipped
+    (the Akl-Toussaint heuristic in the dual, where line ``(b, a)`` is a
+    point and the envelope the upper convex hull): a point strictly below
+    the chords from a lowest-slope line L to a highest-intercept line T and
+    from T to a highest-slope line R is below the hull (any L and R of their
+    runs will do: a lower end point only lowers the chord). The test is two
+    products; it spares most lines the divisions of the sweep.
+    """
+    if hi == lo:
+        return 0
+    b_left, a_left = sorted_b[lo], a[order[lo]]
+    b_right, a_right = sorted_b[hi - 1], a[order[hi - 1]]
+    b_top, a_top = b_left, a_left
+    for i in range(lo + 1, hi):
+        if a[order[i]] > a_top:
+            a_top = a[order[i]]
+            b_top = sorted_b[i]
+    k = 0
+    i = lo
+    while i < hi:
+        r = order[i]
+        m = sorted_b[i]
+        i += 1
+        while i < hi and sorted_b[i] == m:
+            other = order[i]
+            if a[other] > a[r] or (a[other] == a[r] and other < r):
+                r = other
+            i += 1
+        y = a[r]
+        if m <= b_top:
+            if b_top > b_left and (y - a_left) * (b_top - b_left) < (a_top - a_left) * (m - b_left):
+                continue
+        elif b_right > b_top and (y - a_top) * (b_right - b_top) < (a_right - a_top) * (m - b_top):
+            continue
+        x = -np.inf
+        while k > 0:
+            x = (a[hull_rows[lo + k - 1]] - y) / (m - hull_b[lo + k - 1])
+            if x > hull_x[lo + k - 1]:
+                break
+            k -= 1
+        if k == 0:
+            x = -np.inf
+        hull_rows[lo + k] = r
+        hull_x[lo + k] = x
+        hull_b[lo + k] = m
+        k += 1
+    return k
+
+
+@njit(cache=True)
+def envelopes(offsets, a, sorted_b, order, hull_rows, hull_x, hull_b, hull_len):
+    """The upper envelope of every instance (see :func:`upper_envelope`); ``hull_len[i]`` is its size."""
+    for i in range(offsets.shape[0] - 1):
+        hull_len[i] = upper_envelope(a, sorted_b, order, offsets[i], offsets[i + 1],
+                                     hull_rows, hull_x, hull_b)
+
+
+@njit(cache=True)
+def breakpoints(offsets, a, sorted_b, order, stats, hull_rows, hull_x, hull_b, xs, from_rows,
+                to_rows, base):
+    """Breakpoints of all instances where the model-best's statistics change.
+
+    ``base`` (int64[9]) receives the statistics summed over the model-best rows
+    at ``gamma -> -inf``; breakpoint ``e`` (``e < n``, the return value) is at
+    ``xs[e]``, where one instance's model-best changes from ``from_rows[e]``
+    to ``to_rows[e]``. Changes between rows with equal statistics are left
+    out (they do not change BLEU).
+    """
+    base[:] = 0
+    n = 0
+    for i in range(offsets.shape[0] - 1):
+        lo, hi = offsets[i], offsets[i + 1]
+        if hi == lo:
+            continue
+        k = upper_envelope(a, sorted_b, order, lo, hi, hull_rows, hull_x, hull_b)
+        prev = hull_rows[lo]
+        for c in range(N_STATS):
+            base[c] += stats[prev, c]
+        for t in range(1, k):
+            r = hull_rows[lo + t]
+            same = True
+            for c in range(N_STATS):
+                if stats[r, c] != stats[prev, c]:
+                    same = False
+                    break
+            if not same:
+                xs[n] = hull_x[lo + t]
+                from_rows[n] = prev
+                to_rows[n] = r
+                n += 1
+            prev = r
+    return n
+
+
+@njit(cache=True)
+def _distance_to_zero(lo, hi):
+    if lo < 0.0 < hi:
+        return 0.0
+    if hi <= 0.0:
+        return -hi
+    return lo
+
+
+@njit(cache=True)
+def best_interval(xs, from_rows, to_rows, n, base, stats, smooth, out):
+    """Sweep the breakpoints left to right; ``out = [bleu, lo, hi]`` of the best interval.
+
+    The corpus statistics start at ``base`` (the interval ``(-inf, x_1)``)
+    and change by ``stats[to] - stats[from]`` at every breakpoint; all
+    changes at the same ``x`` are applied before BLEU is evaluated on the
+    interval to the right. The best interval has the highest BLEU; of equal
+    ones, the nearest to ``gamma = 0`` (then the leftmost), so that a line
+    without a better interval does not move the point.
+    """
+    order = np.argsort(xs[:n])
+    acc = base.copy()
+    hi = xs[order[0]] if n > 0 else np.inf
+    best = bleu(acc, smooth)
+    best_lo = -np.inf
+    best_hi = hi
+    best_distance = _distance_to_zero(best_lo, best_hi)
+    i = 0
+    while i < n:
+        lo = xs[order[i]]
+        while i < n and xs[order[i]] == lo:
+            e = order[i]
+            for c in range(N_STATS):
+                acc[c] += stats[to_rows[e], c] - stats[from_rows[e], c]
+            i += 1
+        hi = xs[order[i]] if i < n else np.inf
+        score = bleu(acc, smooth)
+        if score >= best:
+            distance = _distance_to_zero(lo, hi)
+            if score > best or distance < best_distance:
+                best = score
+                best_lo = lo
+                best_hi = hi
+                best_distance = distance
+    out[0] = best
+    out[1] = best_lo
+    out[2] = best_hi
+
+
+@njit(cache=True)
+def interval_point(lo, hi, outside):
+    """The point returned for the interval ``(lo, hi)``.
+
+    A bounded interval gives its midpoint; an unbounded one the point
+    ``outside`` beyond its finite end (Moses/cmert step out of the last
+    breakpoint by a fixed amount as well); the whole line (no breakpoint) 0.
+    """
+    if lo == -np.inf and hi == np.inf:
+        return 0.0
+    if lo == -np.inf:
+        return hi - outside
+    if hi == np.inf:
+        return lo + outside
+    return 0.5 * lo + 0.5 * hi
+
+
+@njit(cache=True)
+def line_searches(offsets, a, sorted_slopes, orders, stats, smooth, outside, gammas, scores):
+    """Exact line search along each direction ``j`` of a round: ``gammas[j]`` and its BLEU ``scores[j]``.
+
+    ``a`` are the model scores at the current point; ``orders[j]`` and
+    ``sorted_slopes[j]`` the rows of each instance sorted by their slope
+    ``d_j . h`` and those slopes (:func:`sentence_orders`).
+    """
+    n_rows = a.shape[0]
+    hull_rows = np.empty(n_rows, dtype=np.int64)
+    hull_x = np.empty(n_rows)
+    hull_b = np.empty(n_rows)
+    xs = np.empty(n_rows)
+    from_rows = np.empty(n_rows, dtype=np.int64)
+    to_rows = np.empty(n_rows, dtype=np.int64)
+    base = np.zeros(N_STATS, dtype=np.int64)
+    out = np.empty(3)
+    for j in range(orders.shape[0]):
+        n = breakpoints(offsets, a, sorted_slopes[j], orders[j], stats, hull_rows, hull_x, hull_b,
+                        xs, from_rows, to_rows, base)
+        best_interval(xs, from_rows, to_rows, n, base, stats, smooth, out)
+        scores[j] = out[0]
+        gammas[j] = interval_point(out[1], out[2], outside)
