@@ -25,6 +25,7 @@ BENCHMARKS = {
     "lm-speed": "lm_speed",
     "train-speed": "train_speed",
     "hypergraph-speed": "hypergraph_speed",
+    "mert-speed": "mert_speed",
 }
 
 

@@ -118,9 +118,9 @@ def model_bleu(offsets, scores, stats, smooth):
 
 @njit(cache=True)
 def coordinate_slopes(features, indptr, indices, values, position, out):
-    """Slopes along coordinate directions: ``out[position[k], r] = h_r[k]`` for every feature k with ``position[k] >= 0``.
+    """Slopes along coordinate directions: ``out[position[k], r] = h_r[k]`` where ``position[k] >= 0``.
 
-    A dense feature gives its column, a sparse one its CSR entries (0 elsewhere).
+    A dense feature k gives its column, a sparse one its CSR entries (0 elsewhere).
     """
     n_dense = features.shape[1]
     out[:, :] = 0.0
@@ -181,7 +181,9 @@ def upper_envelope(a, sorted_b, order, lo, hi, hull_rows, hull_x, hull_b):
     the chords from a lowest-slope line L to a highest-intercept line T and
     from T to a highest-slope line R is below the hull (any L and R of their
     runs will do: a lower end point only lowers the chord). The test is two
-    products; it spares most lines the divisions of the sweep.
+    products; it spares most lines the divisions of the sweep. (In floating
+    point a line within rounding of a chord may be skipped; the interval it
+    would hold on the envelope is then as narrow as that rounding.)
     """
     if hi == lo:
         return 0
@@ -241,7 +243,8 @@ def breakpoints(offsets, a, sorted_b, order, stats, hull_rows, hull_x, hull_b, x
     at ``gamma -> -inf``; breakpoint ``e`` (``e < n``, the return value) is at
     ``xs[e]``, where one instance's model-best changes from ``from_rows[e]``
     to ``to_rows[e]``. Changes between rows with equal statistics are left
-    out (they do not change BLEU).
+    out (they do not change BLEU), and so is a change at ``+inf`` (an
+    intersection that overflows), which no finite ``gamma`` reaches.
     """
     base[:] = 0
     n = 0
@@ -260,7 +263,7 @@ def breakpoints(offsets, a, sorted_b, order, stats, hull_rows, hull_x, hull_b, x
                 if stats[r, c] != stats[prev, c]:
                     same = False
                     break
-            if not same:
+            if not same and hull_x[lo + t] < np.inf:
                 xs[n] = hull_x[lo + t]
                 from_rows[n] = prev
                 to_rows[n] = r

@@ -17,12 +17,15 @@ The search around the line search is Moses' ``mert`` (``mert/Optimizer.cpp``,
   the best line improves BLEU by no more than ``epsilon`` (that last move is
   still made) or no line improves at all;
 - ``optimizer="random-direction"`` (Moses' ``RandomDirectionOptimizer``): line
-  searches along one random unit direction after another, moving each time,
+  searches along one random unit direction after another, moving whenever BLEU improves,
   until ``n_random_directions`` directions in a row improve BLEU by no more
   than ``epsilon``;
 - the search runs from ``w0`` and from ``n_random_restarts`` points drawn
   uniformly within ``ranges``; the best end point is kept (the first one on
   ties) and normalised (Moses: L1, ``sum |w| = 1``).
+
+Every feature of the space, dense or sparse, is searched unless it is
+``fixed`` (Moses' mert ignores sparse features without ``--sparse-weights``).
 
 Differences from Moses, all deliberate: arithmetic is float64 (Moses: float);
 breakpoints are not merged when closer than 1e-4 (Moses' ``min_int``), so the
@@ -52,6 +55,9 @@ from tuners.base import Tuner, register
 
 OUTSIDE = 1.0
 """Distance beyond the finite end of an unbounded best interval at which the line search stops."""
+
+CACHED_LINES = 1 << 24
+"""Most (coordinate direction, hypothesis) pairs whose sorted slopes a fit keeps (200 MB)."""
 
 DEFAULT_RANGE = (-1.0, 1.0)
 """Interval of random-restart weights for every feature ``ranges`` does not cover."""
@@ -107,7 +113,8 @@ class MERT(Tuner):
         feature (as lines 2-3 of Moses' ``init.opt``, see :func:`read_init_opt`) or per feature
         of the space; features not covered are drawn from :data:`DEFAULT_RANGE` ``[-1, 1]``.
         The ranges bound start points only, not the search.
-    fixed : names (or indices) of features whose weight stays at its ``w0`` value.
+    fixed : a name, or names or indices, of features whose weight stays at its ``w0`` value
+        (Moses optimises a subset with ``-o``).
     seed : seed of ``numpy.random.default_rng`` for restart points and random directions.
     smooth : corpus BLEU optimised: ``"none"`` (Moses' BLEU, 0 if an order has no match) or
         ``"exp"`` (sacrebleu's default).
@@ -118,7 +125,8 @@ class MERT(Tuner):
 
     After :meth:`fit`: ``weights_``; ``bleu_``, the BLEU of ``weights_``; ``best_start_``;
     ``history_``, one dict per start (``start``, ``origin`` "w0" or "random", ``bleu_start``,
-    ``bleu``, ``rounds``, ``line_searches``).
+    ``bleu``, ``rounds``, ``line_searches``; with ``"random-direction"`` a round is one line
+    search).
     """
 
     def __init__(self, n_random_restarts: int = 20, n_random_directions: int = 0,
@@ -162,13 +170,15 @@ class MERT(Tuner):
         """Indices of the optimised features (all but ``fixed``)."""
         size = len(data.space)
         free = np.ones(size, dtype=bool)
-        for item in ([] if self.fixed is None else self.fixed):
+        items = [] if self.fixed is None else [self.fixed] if isinstance(self.fixed, str) else self.fixed
+        for item in items:
             if isinstance(item, str):
                 index = data.space.index(item)
             elif isinstance(item, (int, np.integer)) and not isinstance(item, bool) and 0 <= item < size:
                 index = int(item)
             else:
-                raise InputError(f"fixed feature {item!r}", expected=f"a feature name or an index below {size}")
+                raise InputError(f"fixed feature {item!r}",
+                                 expected=f"a feature name or an index below {size}")
             free[index] = False
         return np.flatnonzero(free)
 
@@ -204,7 +214,10 @@ class MERT(Tuner):
         self._check_params()
         free = self._free(data)
         low, high = self._ranges(data)
-        rng = np.random.default_rng(self.seed)
+        try:
+            rng = np.random.default_rng(self.seed)
+        except (TypeError, ValueError) as err:
+            raise InputError(f"seed={self.seed!r}: {err}", expected="a non-negative integer") from None
         search = _Search(data, free, _SMOOTH[self.smooth], self.epsilon, self.max_rounds,
                          self.n_random_directions, rng)
 
@@ -242,7 +255,13 @@ def _normalized(w: np.ndarray, norm: str) -> np.ndarray:
 
 
 class _Search:
-    """One tuning problem's arrays and the coordinate directions' slopes and sort orders."""
+    """One tuning problem: its arrays, and the sorted slopes of the coordinate directions.
+
+    The slopes of a coordinate direction are one feature's values, the same at
+    every point, so their per-instance sort orders are made once per
+    :meth:`MERT.fit` (12 bytes per hypothesis and direction) when they fit in
+    :data:`CACHED_LINES`; otherwise they are remade every round in blocks.
+    """
 
     def __init__(self, data: KBest, free: np.ndarray, smooth: int, epsilon: float, max_rounds: int,
                  n_random: int, rng: np.random.Generator):
@@ -253,14 +272,29 @@ class _Search:
         self.max_rounds = max_rounds
         self.n_random = n_random
         self.rng = rng
-        n = data.n_hypotheses
         self.arrays = (data.features, data.indptr, data.indices, data.values)
-        position = np.full(len(data.space), -1, dtype=np.int64)
-        position[free] = np.arange(free.shape[0])
-        slopes = np.empty((free.shape[0], n))
+        self.scores = np.empty(data.n_hypotheses)
+        per_block = max(1, CACHED_LINES // max(1, data.n_hypotheses))
+        self.blocks = [free[i:i + per_block] for i in range(0, free.shape[0], per_block)]
+        self.cached = [self._coordinate_lines(self.blocks[0])] if len(self.blocks) == 1 else None
+
+    def _coordinate_lines(self, block: np.ndarray):
+        """Sort orders and sorted slopes of the coordinate directions of the features in ``block``."""
+        position = np.full(len(self.data.space), -1, dtype=np.int64)
+        position[block] = np.arange(block.shape[0])
+        slopes = np.empty((block.shape[0], self.data.n_hypotheses))
         K.coordinate_slopes(*self.arrays, position, slopes)
-        self.orders, self.sorted_slopes = self._sort(slopes)
-        self.scores = np.empty(n)
+        return self._sort(slopes)
+
+    def _coordinate_searches(self):
+        """Line searches along every coordinate direction from the point of ``self.scores``."""
+        gammas, scores = [], []
+        for index, block in enumerate(self.blocks):
+            lines = self.cached[index] if self.cached is not None else self._coordinate_lines(block)
+            block_gammas, block_scores = self._line_searches(*lines)
+            gammas.append(block_gammas)
+            scores.append(block_scores)
+        return np.concatenate(gammas), np.concatenate(scores)
 
     def _sort(self, slopes: np.ndarray):
         orders = np.empty(slopes.shape, dtype=np.int32)
@@ -298,7 +332,7 @@ class _Search:
         while rounds < self.max_rounds:
             rounds += 1
             current = self._current(w)
-            gammas, scores = self._line_searches(self.orders, self.sorted_slopes)
+            gammas, scores = self._coordinate_searches()
             searches += n_coord
             if self.n_random:
                 directions, orders, sorted_slopes = self._random(self.n_random)
