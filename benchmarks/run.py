@@ -26,6 +26,7 @@ BENCHMARKS = {
     "train-speed": "train_speed",
     "hypergraph-speed": "hypergraph_speed",
     "mert-speed": "mert_speed",
+    "apro-scaling": "apro_scaling",
 }
 
 

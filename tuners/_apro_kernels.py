@@ -5,7 +5,10 @@ For one sentence with model scores ``h`` (``h_i = w . f_i``) and BLEU+1 scores
 ``Q = {(i, j) : b_i > b_j and 1 - h_i + h_j > 0}``::
 
     q_{i.} = |{j : (i, j) in Q}|      r_{i.} = sum_{j : (i, j) in Q} h_j      (eqs. 5, 7)
-    q_{.i} = |{j : (j, i) in Q}|      r_{.i} = sum_{j : (j, i) in Q} h_j      (eq. 6; r_{.i} for the gradient)
+    q_{.i} = |{j : (j, i) in Q}|      r_{.i} = sum_{j : (j, i) in Q} h_j      (eq. 6)
+
+(``r_{.i}`` is not in the paper, whose eq. 11 needs only ``r_{i.}``; the
+gradient below needs it.)
 
 They come from two sweeps over the hypotheses sorted by model score, each
 inserting hypotheses into a Fenwick tree indexed by BLEU rank and querying a
@@ -32,14 +35,13 @@ and its derivative with respect to ``h_i`` (the gradient is ``X^T alpha``)::
 
 The squared hinge is once differentiable; its generalised Hessian (Mangasarian
 2002, used by Lee & Lin 2014 in their truncated Newton method) with respect to
-``h`` is twice the Laplacian of
-the graph ``Q``, so ``d^2 L / dh^2 . z`` is::
+``h`` is twice the Laplacian of the graph ``Q``, so ``d^2 L / dh^2 . z`` is::
 
     (Lap z)_i = (q_{i.} + q_{.i}) z_i - sum_{j : (i, j) in Q} z_j - sum_{j : (j, i) in Q} z_j
 
 computed by replaying both sweeps with ``z`` in the tree (the sort order and
-the sweep cut points of the last evaluation are kept, so ``Q`` is the one at
-``w``).
+the sweep cut points of the evaluation at ``w`` are kept, so ``Q`` is the one
+at ``w``).
 
 Loss and quantities use model scores centred on the sentence's median score
 (every formula above depends on score differences only, so the result is the
@@ -111,11 +113,32 @@ def _tree_add(tree, size, pos, value):
 @njit(cache=True)
 def _tree_prefix(tree, pos):
     """Fenwick tree: sum of positions ``1..pos``."""
-    total = tree[0] * 0
+    total = 0.0
     while pos > 0:
         total += tree[pos]
         pos -= pos & -pos
     return total
+
+
+@njit(cache=True)
+def _tree_insert(tree, size, pos, value):
+    """Fenwick tree of (count, sum) pairs ``tree[:, 0]``, ``tree[:, 1]``: add ``(1, value)`` at ``pos``."""
+    while pos <= size:
+        tree[pos, 0] += 1.0
+        tree[pos, 1] += value
+        pos += pos & -pos
+
+
+@njit(cache=True)
+def _tree_count_sum(tree, pos):
+    """Fenwick tree of (count, sum) pairs: totals over positions ``1..pos``."""
+    count = 0.0
+    total = 0.0
+    while pos > 0:
+        count += tree[pos, 0]
+        total += tree[pos, 1]
+        pos -= pos & -pos
+    return count, total
 
 
 @njit(cache=True)
@@ -134,45 +157,43 @@ def _model_scores(features, indptr, indices, values, w, lo, hi, h):
 
 @njit(cache=True)
 def _sentence_sweeps(h, hc, rank, n_ranks, order, cut_first, cut_second,
-                     q_first, q_second, r_first, r_second, tree_count, tree_sum):
+                     q_first, q_second, r_first, r_second, tree):
     """The quantities of eqs. (5)-(7) of one sentence by two Fenwick-tree sweeps.
 
     ``h``: model scores (margin tests); ``hc``: the same scores centred (summed
     into ``r``); ``rank``: BLEU ranks 0..n_ranks-1; ``order``: argsort of ``h``.
     Writes ``q_first = q_{i.}``, ``r_first = r_{i.}``, ``q_second = q_{.i}``,
     ``r_second = r_{.i}`` and the cut points of both sweeps (for the Hessian).
+    ``tree`` is scratch space of at least ``(n_ranks + 1, 2)`` (counts are exact
+    in float64).
     """
     k = h.shape[0]
-    for p in range(n_ranks + 1):
-        tree_count[p] = 0
-        tree_sum[p] = 0.0
+    tree[: n_ranks + 1, :] = 0.0
     # sweep 1: i by decreasing h_i; insert j (from the top) while 1 - h_i + h_j > 0
     t = k - 1
     for p in range(k - 1, -1, -1):
         i = order[p]
         while t >= 0 and (1.0 - h[i]) + h[order[t]] > 0.0:
             j = order[t]
-            _tree_add(tree_count, n_ranks, rank[j] + 1, 1)
-            _tree_add(tree_sum, n_ranks, rank[j] + 1, hc[j])
+            _tree_insert(tree, n_ranks, rank[j] + 1, hc[j])
             t -= 1
         cut_first[p] = t
-        q_first[i] = _tree_prefix(tree_count, rank[i])      # ranks below rank(b_i): b_j < b_i
-        r_first[i] = _tree_prefix(tree_sum, rank[i])
-    for p in range(n_ranks + 1):
-        tree_count[p] = 0
-        tree_sum[p] = 0.0
+        count, total = _tree_count_sum(tree, rank[i])        # ranks below rank(b_i): b_j < b_i
+        q_first[i] = int(count)
+        r_first[i] = total
+    tree[: n_ranks + 1, :] = 0.0
     # sweep 2: i by increasing h_i; insert j (from the bottom) while 1 - h_j + h_i > 0
     t = 0
     for p in range(k):
         i = order[p]
         while t < k and (1.0 - h[order[t]]) + h[i] > 0.0:
             j = order[t]
-            _tree_add(tree_count, n_ranks, n_ranks - rank[j], 1)
-            _tree_add(tree_sum, n_ranks, n_ranks - rank[j], hc[j])
+            _tree_insert(tree, n_ranks, n_ranks - rank[j], hc[j])
             t += 1
         cut_second[p] = t
-        q_second[i] = _tree_prefix(tree_count, n_ranks - 1 - rank[i])  # ranks above: b_j > b_i
-        r_second[i] = _tree_prefix(tree_sum, n_ranks - 1 - rank[i])
+        count, total = _tree_count_sum(tree, n_ranks - 1 - rank[i])  # ranks above: b_j > b_i
+        q_second[i] = int(count)
+        r_second[i] = total
 
 
 @njit(parallel=True, cache=True)
@@ -198,8 +219,7 @@ def loss_gradient(offsets, blocks, features, indptr, indices, values, w, rank, n
         q_second = np.empty(k_max, dtype=np.int64)
         r_first = np.empty(k_max)
         r_second = np.empty(k_max)
-        tree_count = np.zeros(k_max + 1, dtype=np.int64)
-        tree_sum = np.zeros(k_max + 1)
+        tree = np.zeros((k_max + 1, 2))
         loss = 0.0
         grad = np.zeros(d)
         for s in range(blocks[b], blocks[b + 1]):
@@ -215,7 +235,7 @@ def loss_gradient(offsets, blocks, features, indptr, indices, values, w, rank, n
                 hc[i] = h[i] - centre
             _sentence_sweeps(h[:k], hc[:k], rank[lo:hi], n_ranks[s], local,
                              cut_first[lo:hi], cut_second[lo:hi], q_first, q_second,
-                             r_first, r_second, tree_count, tree_sum)
+                             r_first, r_second, tree)
             for i in range(k):
                 order[lo + i] = local[i]
                 x = hc[i]
@@ -308,7 +328,7 @@ def pair_statistics(offsets, features, indptr, indices, values, w, rank, n_ranks
         r1 = np.empty(k)
         r2 = np.empty(k)
         _sentence_sweeps(h, h, rank[lo:hi], n_ranks[s], local, cut_first, cut_second,
-                         q1, q2, r1, r2, np.zeros(k + 1, dtype=np.int64), np.zeros(k + 1))
+                         q1, q2, r1, r2, np.zeros((k + 1, 2)))
         q_first[lo:hi] = q1
         q_second[lo:hi] = q2
         r_first[lo:hi] = r1

@@ -179,8 +179,10 @@ class APRO(Tuner):
     psi : interpolation ``w_{t+1} = psi w' + (1 - psi) w_t`` (the paper's Psi = 1: none).
     bleu_options : keyword arguments of :func:`minismt.metrics.sentence_bleu`
         choosing the BLEU+1 variant; None is Lin & Och's BLEU+1, the paper's.
-    tol : stop when ``||grad f(w)|| <= tol * ||grad f(0)||`` (the relative
-        criterion of Lee & Lin's TRON solver).
+    tol : stop when ``||grad f(w)|| <= tol * ||grad f(0)||``, the relative
+        criterion of LIBLINEAR's TRON (on which Lee & Lin's solver is built),
+        measured from ``w = 0`` whatever the start point. 1e-6 puts the weights
+        within about 1e-5 (relative) of the optimum on the Moses fixtures.
     max_iter : at most this many Newton (trust-region) iterations.
     method : ``"trust-ncg"`` (Steihaug CG, as TRON) or ``"trust-krylov"``.
 
@@ -191,7 +193,7 @@ class APRO(Tuner):
     """
 
     def __init__(self, C: float = 0.01, psi: float = 1.0, bleu_options: dict | None = None,
-                 tol: float = 1e-4, max_iter: int = 100, method: str = "trust-ncg"):
+                 tol: float = 1e-6, max_iter: int = 100, method: str = "trust-ncg"):
         self.C = C
         self.psi = psi
         self.bleu_options = bleu_options
@@ -206,7 +208,7 @@ class APRO(Tuner):
             raise InputError(f"APRO psi={self.psi!r}", expected="0 < psi <= 1")
         if not (isinstance(self.tol, (int, float)) and self.tol > 0):
             raise InputError(f"APRO tol={self.tol!r}", expected="a number > 0")
-        if not (isinstance(self.max_iter, int) and self.max_iter >= 1):
+        if not (isinstance(self.max_iter, (int, np.integer)) and self.max_iter >= 1):
             raise InputError(f"APRO max_iter={self.max_iter!r}", expected="an integer >= 1")
         if self.method not in METHODS:
             raise InputError(f"APRO method={self.method!r}", expected=" or ".join(METHODS))

@@ -14,7 +14,7 @@ for each sentence s with BLEU+1 scores ``b_i`` and features ``f_i``:
        w' = argmin_w  sum_n [log(1 + exp(w . x_n)) - y_n w . x_n] + lambda / 2 ||w||^2
 
    by L-BFGS on the exact loss and gradient, and interpolate
-   ``w_{t+1} = Psi w' + (1 - Psi) w_t`` with ``Psi = 0.1`` (Hopkins & May, Sec. 5).
+   ``w_{t+1} = Psi w' + (1 - Psi) w_t`` with Hopkins & May's ``Psi = 0.1``.
 
 BLEU+1 is Moses' PRO variant by default: +1 on the matches and totals of every
 order including unigrams, brevity penalty from the raw lengths
@@ -74,26 +74,29 @@ def draw_candidates(offsets, rng: np.random.Generator, n_samples: int) -> tuple[
 
 
 def select_pairs(offsets, bleu, first, second, min_diff: float, n_kept: int
-                 ) -> tuple[np.ndarray, np.ndarray]:
-    """Step 2, selection: drop ``|b_i - b_j| < min_diff`` (and ties), keep the ``n_kept`` largest per sentence.
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Step 2, selection: drop pairs with ``|b_i - b_j| < min_diff`` (and ties), then keep the
+    ``n_kept`` largest differences of each sentence.
 
     Among equal differences the earlier draw wins; the kept pairs stay in draw
-    order. Returns global rows ``(better, worse)`` with ``bleu[better] > bleu[worse]``.
+    order. Returns global rows ``(better, worse)`` with ``bleu[better] > bleu[worse]``
+    and the positions of the kept pairs among the candidates (increasing).
     """
     diff = bleu[first] - bleu[second]
     gap = np.abs(diff)
     keep = np.flatnonzero((gap >= min_diff) & (gap > 0))
     sentence = np.searchsorted(offsets, first[keep], side="right") - 1
     # by sentence, then largest gap, then draw order; then position within the sentence
-    by_gap = keep[np.lexsort((keep, -gap[keep], sentence))]
-    sorted_sentence = np.searchsorted(offsets, first[by_gap], side="right") - 1
+    order = np.lexsort((keep, -gap[keep], sentence))
+    by_gap = keep[order]
+    sorted_sentence = sentence[order]
     starts = np.searchsorted(sorted_sentence, sorted_sentence, side="left")
     position = np.arange(by_gap.shape[0]) - starts
     chosen = np.sort(by_gap[position < n_kept])
     i, j = first[chosen], second[chosen]
     better = np.where(diff[chosen] > 0, i, j)
     worse = np.where(diff[chosen] > 0, j, i)
-    return better, worse
+    return better, worse, chosen
 
 
 def pair_differences(data: KBest, better, worse) -> tuple[np.ndarray, scipy.sparse.csr_matrix | None]:
@@ -145,35 +148,43 @@ def training_set(dense, sparse) -> tuple[np.ndarray, scipy.sparse.csr_matrix | N
     return rows, both.tocsr(), labels
 
 
-def write_pro_data(path: str | os.PathLike, data: KBest, better, worse) -> None:
-    """Write pairs in Moses' pro.data (MegaM ``-fvals``) format, byte for byte as Moses' ``pro``.
+def pro_data_lines(data: KBest, better: int, worse: int) -> str:
+    """The two pro.data lines (``1`` then ``0``) of one pair, newline-terminated.
 
-    Per pair two lines, ``1`` then ``0``, each followed by `` F<j> <d_j>`` for the
-    dense differences with ``|d_j| > 1e-5`` and, if either hypothesis has sparse
-    features, a space and ``<name> <d> `` for each sparse difference with
-    ``|d| >= 1e-5``. Differences are taken in single precision and printed with
-    ``%g``, as Moses stores features as ``float``.
+    Each line is the label followed by `` F<j> <d_j>`` for the dense differences
+    ``d = f_better - f_worse`` with ``|d_j| > 1e-5`` and, if either hypothesis
+    has sparse features, a space and ``<name> <d> `` for each sparse difference
+    with ``|d| >= 1e-5`` (in feature-index order). Differences are taken in
+    single precision and printed with ``%g``, as Moses stores features as ``float``.
     """
-    dense32 = data.features.astype(np.float32)
+    d = data.features[better].astype(np.float32) - data.features[worse].astype(np.float32)
+    cols = np.flatnonzero(np.abs(d) > np.float32(1e-5)).tolist()
+    sparse_part = None
+    if data.indptr[better + 1] > data.indptr[better] or data.indptr[worse + 1] > data.indptr[worse]:
+        diff: dict[int, np.float32] = {}
+        for row, sign in ((better, np.float32(1)), (worse, np.float32(-1))):
+            indices, values = data.sparse_row(row)
+            for index, value in zip(indices.tolist(), values.astype(np.float32)):
+                diff[index] = diff.get(index, np.float32(0)) + sign * value
+        sparse_part = [(data.space.name(index), float(diff[index])) for index in sorted(diff)
+                       if abs(diff[index]) >= np.float32(1e-5)]
+    lines = []
+    for label, sign in (("1", 1.0), ("0", -1.0)):
+        line = " ".join([label] + [f"F{c} {sign * float(d[c]):g}" for c in cols])
+        if sparse_part is not None:
+            line += " " + "".join(f"{name} {sign * value:g} " for name, value in sparse_part)
+        lines.append(line + "\n")
+    return "".join(lines)
+
+
+def write_pro_data(path: str | os.PathLike, data: KBest, better, worse) -> None:
+    """Write pairs ``(better[p], worse[p])`` in Moses' pro.data (MegaM ``-fvals``) format, as Moses' ``pro``.
+
+    See :func:`pro_data_lines` for the two lines per pair.
+    """
     with atomic_write(path) as out:
         for i, j in zip(np.asarray(better).tolist(), np.asarray(worse).tolist()):
-            d = dense32[i] - dense32[j]
-            cols = np.flatnonzero(np.abs(d) > np.float32(1e-5))
-            sparse_part = None
-            if data.indptr[i + 1] > data.indptr[i] or data.indptr[j + 1] > data.indptr[j]:
-                diff: dict[int, np.float32] = {}
-                for row, sign in ((i, 1), (j, -1)):
-                    idx, val = data.sparse_row(row)
-                    for index, value in zip(idx.tolist(), val.astype(np.float32)):
-                        diff[index] = diff.get(index, np.float32(0)) + np.float32(sign) * value
-                sparse_part = [(data.space.name(index), diff[index]) for index in sorted(diff)
-                               if abs(diff[index]) >= np.float32(1e-5)]
-            for label, sign in (("1", 1), ("0", -1)):
-                fields = [label] + [f"F{c} {'%g' % (sign * float(d[c]))}" for c in cols.tolist()]
-                line = " ".join(fields)
-                if sparse_part is not None:
-                    line += " " + "".join(f"{name} {'%g' % (sign * float(v))} " for name, v in sparse_part)
-                out.write(line + "\n")
+            out.write(pro_data_lines(data, i, j))
 
 
 @register("pro")
@@ -192,7 +203,7 @@ class PRO(Tuner):
     bleu_options : keyword arguments of :func:`minismt.metrics.sentence_bleu`;
         None is Moses' PRO BLEU+1 (``smooth_unigram=True``).
     max_iter : at most this many L-BFGS iterations (the optimum is unique; the
-        classifier is trained from ``w = 0`` as MegaM does).
+        classifier is trained from ``w = 0``).
     seed : seed of ``numpy.random.default_rng`` for the sampling.
 
     After ``fit``: ``weights_``, ``history_`` (one dict per L-BFGS iteration with
@@ -230,7 +241,7 @@ class PRO(Tuner):
         bleu = bleu_plus_one(data, self.bleu_options, MOSES_PRO_BLEU)
         rng = np.random.default_rng(self.seed)
         first, second = draw_candidates(data.offsets, rng, int(self.gamma))
-        better, worse = select_pairs(data.offsets, bleu, first, second, float(self.beta), int(self.xi))
+        better, worse, _ = select_pairs(data.offsets, bleu, first, second, float(self.beta), int(self.xi))
         if better.shape[0] == 0:
             raise InputError("no PRO training pairs: no sampled pair differs enough in BLEU+1",
                              expected=f"hypotheses whose BLEU+1 differ by at least beta={self.beta}")
