@@ -27,6 +27,7 @@ BENCHMARKS = {
     "hypergraph-speed": "hypergraph_speed",
     "mert-speed": "mert_speed",
     "apro-scaling": "apro_scaling",
+    "decode-speed": "decode_speed",
 }
 
 

@@ -1,0 +1,200 @@
+"""Translation options of one sentence: every source span's phrase-table rows with their features.
+
+As Moses' ``TranslationOptionCollection``: for every span up to the maximum phrase
+length, the rows translating it, each with its stateless features
+
+- ``TranslationModel0_0..3`` = log p(f|e), log lex(f|e), log p(e|f), log lex(e|f),
+  floored at -100 as Moses' ``FloorScore(TransformScore(p))``;
+- ``WordPenalty0_0`` = -(target length), ``PhrasePenalty0_0`` = 1;
+
+its six lexicalised-reordering log probabilities (used by orientation during the
+search) and a context-free LM estimate (:func:`minismt.decode._kernels.phrase_lm`).
+The options of a span are limited to the ``table_limit`` best by future score
+(w . stateless features + w_LM . LM estimate), as Moses' ``table-limit``.
+
+A source word with no option of its own (out of vocabulary, or only inside longer
+phrases) gets a pass-through option copying it: ``UnknownWordPenalty0_0`` = -1
+(with weight 100 it is Moses' -100 per unknown word), translation-model scores 0 and
+reordering log probabilities 0 (Moses has no reordering scores for it and scores
+nothing, unless ``default-scores`` is configured); its target word is the LM's own
+word when the LM knows it, else ``<unk>``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from minismt.corpus import Vocabulary
+from minismt.decode import _kernels
+from minismt.decode.model import FEATURE_NAMES, PhraseModel
+
+LOG_FLOOR = -100.0  # Moses' LOWEST_SCORE
+
+_COL = {name: i for i, name in enumerate(FEATURE_NAMES)}
+TM_COLS = [_COL[f"TranslationModel0_{i}"] for i in range(4)]
+WP_COL = _COL["WordPenalty0_0"]
+PP_COL = _COL["PhrasePenalty0_0"]
+UWP_COL = _COL["UnknownWordPenalty0_0"]
+LM_COL = _COL["LM0_0"]
+ROLE_COLS = np.array([_COL[f"LexicalReordering0_{i}"] for i in range(6)]
+                     + [_COL["Distortion0_0"], LM_COL], dtype=np.int64)
+
+
+@dataclass
+class TranslationOptions:
+    """The options of one sentence, sorted by span (start, length), best future score first.
+
+    ``start``/``end`` source span (end exclusive); ``row`` phrase-table row (-1: pass-through);
+    ``tgt``/``lm_ids`` target words as hypergraph-vocabulary and LM ids, CSR by ``tgt_offsets``;
+    ``dense`` float64[O, 15] stateless features; ``reordering`` float64[O, 6] log probabilities;
+    ``fwd_class`` equal forward triples share a class; ``lm_estimate``/``lm_inner``/``lm_state_*``
+    from :func:`~minismt.decode._kernels.phrase_lm`; ``lm_bound`` an upper bound of the
+    phrase's log10 LM score after any context; ``future`` the weighted estimate;
+    ``span_lo``/``span_hi`` int64[n, L] option ranges per (start, length).
+    """
+
+    length: int
+    start: np.ndarray
+    end: np.ndarray
+    row: np.ndarray
+    tgt_offsets: np.ndarray
+    tgt: np.ndarray
+    lm_ids: np.ndarray
+    dense: np.ndarray
+    reordering: np.ndarray
+    fwd_class: np.ndarray
+    lm_estimate: np.ndarray
+    lm_inner: np.ndarray
+    lm_state_words: np.ndarray
+    lm_state_backs: np.ndarray
+    lm_state_len: np.ndarray
+    lm_bound: np.ndarray
+    future: np.ndarray
+    span_lo: np.ndarray
+    span_hi: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.start.shape[0])
+
+    def take(self, keep: np.ndarray, max_length: int) -> "TranslationOptions":
+        """The options at the (sorted) indices ``keep``, re-indexed by span."""
+        keep = np.asarray(keep, dtype=np.int64)
+        tgt = _kernels.gather_ranges(self.tgt, self.tgt_offsets, keep)
+        lm_ids = _kernels.gather_ranges(self.lm_ids, self.tgt_offsets, keep)
+        offsets = np.zeros(keep.shape[0] + 1, dtype=np.int64)
+        np.cumsum(np.diff(self.tgt_offsets)[keep], out=offsets[1:])
+        start, end = self.start[keep], self.end[keep]
+        span_lo, span_hi = _span_index(self.length, max_length, start, end)
+        return TranslationOptions(self.length, start, end, self.row[keep], offsets, tgt, lm_ids,
+                                  self.dense[keep], self.reordering[keep], self.fwd_class[keep],
+                                  self.lm_estimate[keep], self.lm_inner[keep], self.lm_state_words[keep],
+                                  self.lm_state_backs[keep], self.lm_state_len[keep], self.lm_bound[keep],
+                                  self.future[keep], span_lo, span_hi)
+
+
+def _span_index(n: int, max_length: int, start: np.ndarray, end: np.ndarray):
+    span = start.astype(np.int64) * max_length + (end - start - 1)
+    bounds = np.searchsorted(span, np.arange(n * max_length + 1, dtype=np.int64))
+    return (np.ascontiguousarray(bounds[:-1].reshape(n, max_length)),
+            np.ascontiguousarray(bounds[1:].reshape(n, max_length)))
+
+
+def collect_options(model: PhraseModel, tokens: list[str], vocab: Vocabulary, weights: np.ndarray,
+                    max_length: int, table_limit: int | None) -> TranslationOptions:
+    """The translation options of a tokenised sentence.
+
+    ``vocab`` is the hypergraph's target vocabulary: the table's, grown here by the
+    pass-through words it lacks.
+    """
+    table, lm = model.table, model.lm
+    n = len(tokens)
+    src = table.src_vocab.encode(tokens, grow=False)
+    span_src = np.empty((n, max_length), dtype=np.int64)
+    _kernels.span_sources(src, max_length, model.source_hashes, model.source_order, table.src_words,
+                          table.src_offsets, span_src)
+    found = np.flatnonzero(span_src.reshape(-1) >= 0)
+    source = span_src.reshape(-1)[found]
+    per_span = table.row_offsets[source + 1] - table.row_offsets[source]
+    span_start = np.repeat(found // max_length, per_span)
+    span_length = np.repeat(found % max_length + 1, per_span)
+    first_row = np.repeat(table.row_offsets[source] - np.cumsum(per_span) + per_span, per_span)
+    table_rows = first_row + np.arange(first_row.shape[0])
+    unknown = np.flatnonzero(span_src[:, 0] < 0)
+    start = np.concatenate([span_start, unknown]).astype(np.int32)
+    length = np.concatenate([span_length, np.ones(unknown.shape[0], dtype=np.int64)]).astype(np.int32)
+    row = np.concatenate([table_rows, np.full(unknown.shape[0], -1, dtype=np.int64)])
+    known = row >= 0
+    n_opt = row.shape[0]
+
+    # target words: table rows, then one pass-through word per unknown option
+    tgt_len = np.ones(n_opt, dtype=np.int64)
+    tgt_len[known] = table.tgt_offsets[table_rows + 1] - table.tgt_offsets[table_rows]
+    offsets = np.zeros(n_opt + 1, dtype=np.int64)
+    np.cumsum(tgt_len, out=offsets[1:])
+    tgt = np.empty(offsets[-1], dtype=np.int32)
+    lm_ids = np.empty(offsets[-1], dtype=np.int32)
+    known_words = _kernels.gather_ranges(table.tgt_words, table.tgt_offsets, table_rows)
+    n_known = known_words.shape[0]
+    tgt[:n_known] = known_words
+    lm_ids[:n_known] = model.tgt_to_lm[known_words]
+    if unknown.shape[0]:
+        words = [tokens[int(s)] for s in unknown]
+        tgt[n_known:] = [vocab.add(word) for word in words]
+        lm_ids[n_known:] = lm.encode(words)
+
+    dense = np.zeros((n_opt, len(FEATURE_NAMES)))
+    with np.errstate(divide="ignore"):
+        dense[:n_opt - unknown.shape[0], TM_COLS] = np.maximum(np.log(table.scores[table_rows]), LOG_FLOOR)
+    dense[:, WP_COL] = -tgt_len
+    dense[:, PP_COL] = 1.0
+    dense[~known, UWP_COL] = -1.0
+    reordering = np.zeros((n_opt, 6))
+    if table.reordering is not None:
+        with np.errstate(divide="ignore"):
+            reordering[known] = np.maximum(np.log(table.reordering[table_rows]), LOG_FLOOR)
+
+    c = lm.order - 1
+    estimate = np.empty(n_opt)
+    inner = np.empty(n_opt)
+    st_words = np.empty((n_opt, c), dtype=np.int32)
+    st_backs = np.empty((n_opt, c))
+    st_len = np.empty(n_opt, dtype=np.int32)
+    _kernels.phrase_lm(lm.tables, lm_ids, offsets, estimate, inner, st_words, st_backs, st_len)
+    future = dense @ weights + weights[LM_COL] * math.log(10.0) * estimate
+    position = np.arange(offsets[-1]) - np.repeat(offsets[:-1], tgt_len)
+    head = position < c
+    bound = inner + np.bincount(np.repeat(np.arange(n_opt), tgt_len)[head],
+                                weights=model.lm_bounds[lm_ids[head]], minlength=n_opt)
+
+    # sort by span, best future first; keep the table_limit best of each span
+    span = start.astype(np.int64) * max_length + (length - 1)
+    order = np.lexsort((-future, span))
+    if table_limit:
+        sorted_span = span[order]
+        first = np.searchsorted(sorted_span, sorted_span, side="left")
+        order = order[np.arange(order.shape[0]) - first < table_limit]
+    if n_opt:
+        _, fwd_class = np.unique(reordering[:, 3:], axis=0, return_inverse=True)
+        fwd_class = fwd_class.reshape(-1).astype(np.int32)
+    else:
+        fwd_class = np.zeros(0, dtype=np.int32)
+    full = TranslationOptions(n, start, start + length, row, offsets, tgt, lm_ids, dense, reordering,
+                              fwd_class, estimate, inner, st_words, st_backs, st_len, bound, future,
+                              np.zeros((n, max_length), np.int64), np.zeros((n, max_length), np.int64))
+    return full.take(order, max_length)
+
+
+def reference_filter(options: TranslationOptions, reference: np.ndarray) -> np.ndarray:
+    """Indices of the options whose target phrase occurs somewhere in ``reference`` (ids as ``options.tgt``)."""
+    ref = [int(x) for x in reference]
+    grams = set()
+    for i in range(len(ref)):
+        for j in range(i + 1, len(ref) + 1):
+            grams.add(tuple(ref[i:j]))
+    tgt = options.tgt.tolist()
+    off = options.tgt_offsets.tolist()
+    return np.array([o for o in range(len(options)) if tuple(tgt[off[o]:off[o + 1]]) in grams],
+                    dtype=np.int64)

@@ -1,0 +1,275 @@
+"""Phrase-based stack decoding (Koehn 2004, "Pharaoh"; Moses' normal search) returning the search graph.
+
+Hypotheses are expanded stack by stack (stack k: k source words covered) with every
+translation option of an uncovered span the distortion limit allows. As Moses'
+``SearchNormal``: a phrase may start at most ``distortion_limit`` words from the end of
+the previous one (``|start - (prev_end + 1)|``, the first phrase measured from 0), and a
+phrase that does not start at the first gap must end within ``distortion_limit`` of it so
+that the gap stays reachable. A hypothesis' score is ``w . h`` over the 15 dense features,
+computed as Moses computes them:
+
+- ``Distortion0_0`` = -sum |start - (prev_end + 1)|;
+- ``LexicalReordering0_0..5`` (msd-bidirectional-fe, phrase-based orientation at decoding as
+  Moses does for ``wbe`` models): the new phrase pair's backward score of its orientation
+  w.r.t. the previous phrase (monotone if it starts where the previous one ended, swap if it
+  ends where the previous one started, else discontinuous; the first phrase is monotone iff it
+  starts the sentence) and the previous phrase pair's forward score of the same orientation;
+- ``LM0_0`` = natural-log LM probability of the target words, ``</s>`` included;
+- the stateless features of :mod:`minismt.decode.options`.
+
+Moses does not score the last phrase's forward orientation against the sentence end (its
+search graphs show the same forward score on every final arc from one hypothesis);
+``score_end_orientation=True`` adds it (monotone if the last phrase ends the sentence, else
+discontinuous) on the edges into the goal.
+
+Hypotheses are recombined when everything later edges depend on is equal: coverage, the
+last phrase's source span, the class of its forward reordering scores (Moses'
+``ComparePrevScores``), the KenLM-trimmed LM state and, in forced decoding, the target
+position; a complete hypothesis only needs its LM state (and, with the end orientation,
+the rest). Every expansion is kept as an arc, so the search graph is exact: each edge's
+features depend only on its tail node and its option. Stacks are pruned as Moses'
+``HypothesisStackNormal``: hypotheses whose score + future cost falls below the stack's
+best + ln(beam_threshold) are discarded, and a stack holding 2 x stack_size is cut to the
+stack_size best (then once more, with the threshold, before it is expanded). The future
+cost of a coverage is the sum of Koehn's future-cost table over its uncovered gaps.
+
+Two shortcuts leave the result unchanged: an expansion whose score with an upper bound
+of its LM score (the best probability each word has after any context) is already below
+the stack's threshold is discarded before its LM lookups, and LM lookups go through a
+cache on (LM state, word) (see :mod:`minismt.decode._kernels`).
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import numpy as np
+
+from minismt.errors import InputError
+from minismt.decode import _kernels
+from minismt.decode.model import FEATURE_NAMES, PhraseModel
+from minismt.decode.options import LM_COL, ROLE_COLS, collect_options, reference_filter
+from minismt.hypergraph import Hypergraph
+
+MAX_SENTENCE_LENGTH = 256  # coverage bitsets of four 64-bit words
+
+
+@dataclass
+class DecodeResult:
+    """What decoding one sentence gives.
+
+    ``hypergraph`` is the search graph (goal last); ``best``/``score``/``features`` the
+    1-best translation, its model score ``w . h`` and its 15 feature values (order
+    :data:`FEATURE_NAMES`); ``edge_spans`` int32[E, 2] the source span (end exclusive) of
+    each hypergraph edge and ``edge_rows`` int64[E] its phrase-table row (-1 for
+    pass-through words, the axiom and goal edges); ``stats`` search counts; ``timings``
+    seconds per phase.
+    """
+
+    source: list[str]
+    hypergraph: Hypergraph
+    best: str
+    score: float
+    features: np.ndarray
+    edge_spans: np.ndarray
+    edge_rows: np.ndarray
+    stats: dict = field(default_factory=dict)
+    timings: dict = field(default_factory=dict)
+
+    @property
+    def n_nodes(self) -> int:
+        return self.hypergraph.n_nodes
+
+    @property
+    def n_edges(self) -> int:
+        return self.hypergraph.n_edges
+
+    @property
+    def feature_dict(self) -> dict[str, float]:
+        return {name: float(v) for name, v in zip(FEATURE_NAMES, self.features)}
+
+
+class Decoder:
+    """Phrase-based stack decoder.
+
+    Parameters
+    ----------
+    model : PhraseModel or a model directory
+    weights : ``{name: value}`` replacing some of the model's weights, or 15 numbers
+    stack_size : histogram pruning (Moses ``-s``, 200)
+    beam_threshold : threshold pruning (Moses ``-b``, 1e-5); 0 switches it off
+    distortion_limit : Moses ``distortion-limit``; None takes the model's, negative means none
+    max_phrase_length : longest source phrase used; None takes the table's
+    table_limit : options kept per source span by future score (Moses ``table-limit``, 20; 0: all)
+    score_end_orientation : also score the last phrase's forward orientation against the end
+
+    A decoder may be shared by threads (the search releases the GIL; each thread has its own
+    LM cache). The hypergraphs it returns share one target vocabulary: the phrase table's,
+    grown by every pass-through word met so far (ids never change, so older graphs stay valid).
+    """
+
+    def __init__(self, model: PhraseModel | str, weights=None, stack_size: int = 200,
+                 beam_threshold: float = 1e-5, distortion_limit: int | None = None,
+                 max_phrase_length: int | None = None, table_limit: int = 20,
+                 score_end_orientation: bool = False):
+        if not isinstance(model, PhraseModel):
+            model = PhraseModel.load(model)
+        self.model = model
+        self.weights = model.weight_vector(weights)
+        self.stack_size = _positive(stack_size, "stack_size")
+        try:
+            beam_threshold = float(beam_threshold)
+        except (TypeError, ValueError):
+            raise InputError(f"beam_threshold {beam_threshold!r}", expected="a number in [0, 1]") from None
+        if not 0.0 <= beam_threshold <= 1.0:
+            raise InputError(f"beam_threshold {beam_threshold}", expected="a number in [0, 1]")
+        self.beam_threshold = beam_threshold
+        self.distortion_limit = (model.distortion_limit if distortion_limit is None
+                                 else _integer(distortion_limit, "distortion_limit"))
+        self.max_phrase_length = (model.max_phrase_length if max_phrase_length is None
+                                  else _positive(max_phrase_length, "max_phrase_length"))
+        self.table_limit = _integer(table_limit, "table_limit")
+        if self.table_limit < 0:
+            raise InputError(f"table_limit {table_limit}", expected="an integer >= 0")
+        self.score_end_orientation = bool(score_end_orientation)
+        self.vocab = model.target_vocabulary()
+        self._vocab_lock = threading.Lock()
+        self._local = threading.local()
+
+    # ---- public -------------------------------------------------------------------------
+    def decode(self, source: str | Sequence[str]) -> DecodeResult:
+        """Translate one tokenised sentence; returns its 1-best and search graph."""
+        return self._run(self._tokens(source, "source"), None)
+
+    def force(self, source: str | Sequence[str], reference: str | Sequence[str]) -> DecodeResult | None:
+        """Forced decoding: the search graph of the derivations of ``source`` whose target is
+        exactly ``reference`` (within the same pruning), or None if none is reachable."""
+        tokens = self._tokens(source, "source")
+        ref_tokens = self._tokens(reference, "reference")
+        return self._run(tokens, ref_tokens)
+
+    # ---- internals ----------------------------------------------------------------------
+    def _transition_cache(self):
+        """This thread's LM transition cache (allocated once, cleared by each search)."""
+        cache = getattr(self._local, "transition_cache", None)
+        if cache is None:
+            cache = self._local.transition_cache = _kernels.transition_cache()
+        return cache
+
+    def _tokens(self, sentence, what: str) -> list[str]:
+        if isinstance(sentence, str):
+            tokens = sentence.split()
+        else:
+            try:
+                tokens = list(sentence)
+            except TypeError:
+                raise InputError(f"{what} is {type(sentence).__name__}",
+                                 expected="a string or a list of tokens") from None
+            if not all(isinstance(x, str) and x and not any(ch.isspace() for ch in x) for x in tokens):
+                raise InputError(f"{what} tokens must be non-empty strings without whitespace")
+        if len(tokens) > MAX_SENTENCE_LENGTH:
+            raise InputError(f"{what} has {len(tokens)} tokens",
+                             expected=f"at most {MAX_SENTENCE_LENGTH} (the coverage capacity)")
+        return tokens
+
+    def _run(self, tokens: list[str], reference: list[str] | None) -> DecodeResult | None:
+        clock = time.perf_counter()
+        model, w = self.model, self.weights
+        n = len(tokens)
+        max_length = max(1, min(self.max_phrase_length, n))
+        with self._vocab_lock:
+            options = collect_options(model, tokens, self.vocab, w, max_length, self.table_limit)
+            forced = reference is not None
+            if forced:
+                ref = np.array([self.vocab.get(x, -2) for x in reference], dtype=np.int32)
+                options = options.take(reference_filter(options, ref), max_length)
+            else:
+                ref = np.zeros(0, dtype=np.int32)
+        fc = np.empty((n + 1, n + 1))
+        _kernels.future_costs(n, options.span_lo, options.span_hi, options.future, fc)
+        t_options = time.perf_counter()
+
+        w_reo = np.ascontiguousarray(w[ROLE_COLS[:6]])
+        log_beam = math.log(self.beam_threshold) if self.beam_threshold > 0 else -math.inf
+        static = options.dense @ w
+        (h_int, h_flt, _, e_int, e_lm, st_mem, st_cnt, s_w, s_b, s_len, stats) = _kernels.search(
+            model.lm.tables, n, options.start, options.end, static, options.reordering, options.fwd_class,
+            options.tgt_offsets, options.lm_ids, options.lm_inner, options.lm_state_words,
+            options.lm_state_backs, options.lm_state_len, options.lm_bound, model.lm_bounds[model.lm.tables.eos],
+            options.tgt_offsets, options.tgt,
+            options.span_lo, options.span_hi, fc, w_reo, float(w[ROLE_COLS[6]]),
+            float(w[LM_COL] * math.log(10.0)), self.stack_size, log_beam, self.distortion_limit,
+            forced, ref, self.score_end_orientation, self._transition_cache())
+        t_search = time.perf_counter()
+
+        (n_nodes, in_offsets, tails, tail_offsets, feat_offsets, feat_ids, feat_values, tmpl_offsets, tmpl,
+         node_hyp, edge_arc, arc_edge) = _kernels.emit(
+            model.lm.tables, n, h_int, e_int, e_lm, st_mem, st_cnt, s_w, s_b, s_len, options.start, options.end,
+            options.dense, options.reordering, options.tgt_offsets, options.tgt, ROLE_COLS,
+            self.score_end_orientation)
+        if n_nodes == 0:
+            if forced:
+                return None
+            raise InputError("no translation reaches the end of the sentence",
+                             expected="a distortion limit that lets every word be covered")
+        hg = Hypergraph(model.space, self.vocab, int(n_nodes), in_offsets, tail_offsets, tails, feat_offsets,
+                        feat_ids, feat_values, tmpl_offsets, tmpl)
+
+        # the 1-best: the best complete hypothesis (its future cost is the exact goal-edge score)
+        goal = n_nodes - 1
+        goal_edges = np.arange(in_offsets[goal], in_offsets[goal + 1])
+        goal_tail_hyp = node_hyp[tails[goal_edges - 1]]
+        finals = h_flt[goal_tail_hyp, _kernels.SCORE] + h_flt[goal_tail_hyp, _kernels.FUT]
+        pick = int(np.argmax(finals))
+        path = [int(goal_edges[pick])]
+        hyp = int(goal_tail_hyp[pick])
+        while hyp != 0:
+            arc = int(h_int[hyp, _kernels.BEST])
+            path.append(int(arc_edge[arc]))
+            hyp = int(e_int[arc, _kernels.TAIL])
+        path.reverse()
+        words = []
+        features = np.zeros(len(FEATURE_NAMES))
+        for edge in path:
+            words.extend(int(x) for x in tmpl[tmpl_offsets[edge] + 1:tmpl_offsets[edge + 1]])
+            lo, hi = feat_offsets[edge], feat_offsets[edge + 1]
+            features[feat_ids[lo:hi]] += feat_values[lo:hi]
+
+        has_opt = edge_arc >= 0
+        edge_opt = np.full(hg.n_edges, -1, dtype=np.int64)
+        edge_opt[has_opt] = e_int[edge_arc[has_opt], _kernels.OPT]
+        edge_spans = np.full((hg.n_edges, 2), -1, dtype=np.int32)
+        edge_spans[has_opt, 0] = options.start[edge_opt[has_opt]]
+        edge_spans[has_opt, 1] = options.end[edge_opt[has_opt]]
+        edge_rows = np.full(hg.n_edges, -1, dtype=np.int64)
+        edge_rows[has_opt] = options.row[edge_opt[has_opt]]
+        t_emit = time.perf_counter()
+        return DecodeResult(
+            source=tokens, hypergraph=hg, best=" ".join(self.vocab.decode(words)), score=float(finals[pick]),
+            features=features, edge_spans=edge_spans, edge_rows=edge_rows,
+            stats={"options": len(options), "expansions": int(stats[_kernels.ST_EXPANSIONS]),
+                   "discarded": int(stats[_kernels.ST_DISCARDED]),
+                   "discarded_before_lm": int(stats[_kernels.ST_EARLY]),
+                   "recombined": int(stats[_kernels.ST_RECOMBINED]),
+                   "created": int(stats[_kernels.ST_CREATED]), "pruned": int(stats[_kernels.ST_PRUNED]),
+                   "lm_queries": int(stats[_kernels.ST_LM_CALLS]),
+                   "lm_cache_misses": int(stats[_kernels.ST_LM_MISSES])},
+            timings={"options": t_options - clock, "search": t_search - t_options, "hypergraph": t_emit - t_search,
+                     "total": t_emit - clock})
+
+
+def _integer(value, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise InputError(f"{name} {value!r}", expected="an integer")
+    return int(value)
+
+
+def _positive(value, name: str) -> int:
+    value = _integer(value, name)
+    if value < 1:
+        raise InputError(f"{name} {value}", expected="an integer >= 1")
+    return value
