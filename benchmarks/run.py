@@ -25,7 +25,7 @@ BENCHMARKS = {
     "lm-speed": "lm_speed",
     "train-speed": "train_speed",
     "hypergraph-speed": "hypergraph_speed",
-    "mert-speed": "mert_speed",
+    "mert-moses-fixture": "mert_speed",
     "apro-scaling": "apro_scaling",
     "decode-speed": "decode_speed",
 }
