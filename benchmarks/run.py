@@ -28,6 +28,7 @@ BENCHMARKS = {
     "mert-moses-fixture": "mert_speed",
     "apro-scaling": "apro_scaling",
     "decode-speed": "decode_speed",
+    "tuner-quality": "tuner_quality",
 }
 
 

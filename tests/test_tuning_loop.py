@@ -132,3 +132,37 @@ def test_killed_runs_resume_to_bit_identical_weights(tmp_path):
         break
     assert kills >= 2, "the test should interrupt the run several times"
     assert (killed / "weights.final").read_text() == reference
+
+
+PROGRAM = FAKE + textwrap.dedent('''
+    import sys
+    from minismt.features import read_weights
+    args = dict(zip(sys.argv[1::2], sys.argv[2::2]))
+    if args.get("--fail"):
+        print("model file not found", file=sys.stderr)
+        sys.exit(3)
+    decoder = FakeDecoder()
+    w = decoder.space.weights(read_weights(args["--weights"]), grow=False)
+    kbest, _ = decoder.decode(w, 0)
+    with open(args["--nbest"], "w") as out:
+        for s in range(kbest.n_instances):
+            for r in kbest.rows(s):
+                f = kbest.features[r]
+                out.write(f"{s} ||| {kbest.hypothesis(r)} ||| a= {float(f[0])!r} b= {float(f[1])!r} c= {float(f[2])!r} ||| {float(f @ w)!r}\\n")
+''')
+
+
+def test_command_decoder_drives_the_loop_and_reports_failures(tmp_path):
+    from tuners.devdecoder import CommandDevDecoder
+    program = tmp_path / "fake_decoder.py"
+    program.write_text(PROGRAM)
+    space = FakeDecoder().space
+    command = [sys.executable, str(program), "--weights", "{weights}", "--nbest", "{kbest}"]
+    decoder = CommandDevDecoder(command, space, len(REFS), str(tmp_path / "work"))
+    in_process = TuningRun(FakeDecoder(), REFS, RandomSearch(seed=1), tmp_path / "a", max_iter=3)
+    through_program = TuningRun(decoder, REFS, RandomSearch(seed=1), tmp_path / "b", max_iter=3)
+    w0 = np.array([0.0, 0.0, 1.0])
+    assert np.array_equal(through_program.run(w0), in_process.run(w0))
+    failing = CommandDevDecoder(command + ["--fail", "1"], space, len(REFS), str(tmp_path / "work2"))
+    with pytest.raises(InputError, match="model file not found"):
+        failing.decode(w0, 0)

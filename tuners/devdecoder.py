@@ -48,3 +48,54 @@ class MinismtDevDecoder:
         kbest = builder.build(len(self.sentences))
         kbest.iterations[:] = iteration
         return kbest, [o.best for o in outputs]
+
+
+class CommandDevDecoder:
+    """Any decoder program that reads a weights file and writes a k-best list (Moses or cdec format).
+
+    ``command`` is an argument list (run without a shell); the items ``{weights}``,
+    ``{kbest}`` and ``{iteration}`` are replaced by the weights file written for
+    this iteration, the k-best file the program must write, and the iteration
+    number. A program that exits non-zero is an :class:`InputError` carrying its
+    stderr. The 1-best of each sentence is the list's model-best under the weights.
+    """
+
+    def __init__(self, command: Sequence[str], space: FeatureSpace, n_sentences: int, work_dir: str,
+                 kbest_format: str = "moses"):
+        if kbest_format not in ("moses", "cdec"):
+            from minismt.errors import InputError
+            raise InputError(f"k-best format {kbest_format!r}", expected="'moses' or 'cdec'")
+        self.command = list(command)
+        self.space = space
+        self.n_sentences = n_sentences
+        self.work_dir = work_dir
+        self.kbest_format = kbest_format
+
+    def decode(self, weights: np.ndarray, iteration: int) -> tuple[KBest, list[str]]:
+        import os
+        import subprocess
+        from minismt.errors import InputError
+        from minismt.features import write_weights
+        folder = os.path.join(self.work_dir, f"decode.{iteration}")
+        os.makedirs(folder, exist_ok=True)
+        weights_path = os.path.join(folder, "weights")
+        kbest_path = os.path.join(folder, "kbest")
+        write_weights(weights_path, self.space.weights_dict(weights, skip_zero_sparse=True))
+        argv = [item.replace("{weights}", weights_path).replace("{kbest}", kbest_path)
+                .replace("{iteration}", str(iteration)) for item in self.command]
+        try:
+            done = subprocess.run(argv, capture_output=True, text=True)
+        except OSError as err:
+            raise InputError(f"cannot run the decoder {argv[0]!r}: {err.strerror or err}") from None
+        if done.returncode != 0:
+            raise InputError(f"the decoder exited with status {done.returncode}; its stderr ends: "
+                             f"{done.stderr[-2000:]}", argv[0])
+        if self.kbest_format == "moses":
+            from plugins.moses.nbest import read_nbest
+            kbest = read_nbest(kbest_path, space=self.space, n_sentences=self.n_sentences)
+        else:
+            from plugins.cdec.kbest import read_kbest
+            kbest = read_kbest(kbest_path, space=self.space, n_sentences=self.n_sentences)
+        kbest.iterations[:] = iteration
+        best = kbest.model_best(weights)
+        return kbest, [kbest.hypothesis(int(r)) if r >= 0 else "" for r in best]
