@@ -18,9 +18,8 @@ Conventions shared with :class:`minismt.kbest.KBest`:
   ``[N, 9]`` BLEU statistics array;
 - ties in the model score go to the first row (``KBest.model_best``): of two
   equal lines the one with the smaller row index is on the envelope;
-- corpus BLEU is computed with the arithmetic of
-  :func:`minismt.metrics._kernels.bleu_from_sums` (:func:`bleu`, bit for bit),
-  so that BLEU at a returned point is exactly the swept value.
+- corpus BLEU is :func:`minismt.metrics._kernels.bleu_from_sums` itself (imported
+  as ``bleu``), so that BLEU at a returned point is exactly the swept value.
 
 Per-instance sort orders are computed once per direction (:func:`sentence_orders`);
 coordinate directions keep theirs for a whole MERT run, since their slopes (one
@@ -29,60 +28,18 @@ feature column) do not depend on the point.
 
 from __future__ import annotations
 
-import math
 
 import numpy as np
 from numba import njit
 
 from minismt.metrics._kernels import MAX_ORDER, SMOOTH_EXP, SMOOTH_NONE
+from minismt.metrics._kernels import bleu_from_sums as bleu
 
 N_STATS = 2 * MAX_ORDER + 1
 
 __all__ = ["SMOOTH_EXP", "SMOOTH_NONE", "bleu", "best_interval", "breakpoints",
            "coordinate_slopes", "direction_slopes", "envelopes", "line_searches",
            "model_bleu", "model_scores", "sentence_orders", "upper_envelope"]
-
-
-@njit(cache=True)
-def bleu(acc, smooth):
-    """Corpus BLEU in [0, 1] of summed statistics ``acc`` (int64[9]), without allocating.
-
-    The same operations in the same order as
-    :func:`minismt.metrics._kernels.bleu_from_sums`, hence the same value bit
-    for bit: brevity penalty ``exp(1 - r/c)`` when ``c < r``; precision
-    ``100 m_n / t_n``; ``SMOOTH_EXP`` replaces a zero match count by
-    ``100 / (2^k t_n)`` (k-th such order), ``SMOOTH_NONE`` gives 0 (Moses'
-    BLEU); an order with no n-gram ends the product.
-    """
-    sys_len = float(acc[1])
-    ref_len = float(acc[2 * MAX_ORDER])
-    bp = 1.0
-    if sys_len < ref_len:
-        bp = math.exp(1.0 - ref_len / sys_len) if sys_len > 0 else 0.0
-    any_match = False
-    for n in range(MAX_ORDER):
-        if acc[2 * n] != 0:
-            any_match = True
-    if not any_match:
-        return 0.0
-    log_sum = 0.0
-    smooth_mteval = 1.0
-    stopped = False
-    for n in range(MAX_ORDER):
-        precision = 0.0
-        if not stopped:
-            correct = float(acc[2 * n])
-            total = float(acc[2 * n + 1])
-            if total == 0:
-                stopped = True
-            elif correct == 0:
-                if smooth == SMOOTH_EXP:
-                    smooth_mteval *= 2
-                    precision = 100.0 / (smooth_mteval * total)
-            else:
-                precision = 100.0 * correct / total
-        log_sum += -9999999999.0 if precision == 0.0 else math.log(precision)
-    return bp * math.exp(log_sum / MAX_ORDER) / 100.0
 
 
 @njit(cache=True)

@@ -35,7 +35,6 @@ table column.
 from __future__ import annotations
 
 import os
-import tempfile
 import zipfile
 import zlib
 from typing import Sequence
@@ -44,6 +43,7 @@ import numpy as np
 
 from minismt.corpus import Vocabulary
 from minismt.errors import InputError
+from minismt.io import atomic_write
 from minismt.extract import _kernels
 from minismt.extract.phrases import (byte_order_ids, byte_order_ranks, gather_ranges,
                                      unique_spans)
@@ -292,9 +292,6 @@ class PhraseTable:
     # ---- binary form -------------------------------------------------------------------
     def save(self, path: str | os.PathLike) -> None:
         """Write the ``.npz`` described in the module docstring (atomically)."""
-        path = os.fspath(path)
-        folder = os.path.dirname(os.path.abspath(path))
-        os.makedirs(folder, exist_ok=True)
         src_utf8, src_vocab_offsets = _words_to_array(self.src_vocab.words)
         tgt_utf8, tgt_vocab_offsets = _words_to_array(self.tgt_vocab.words)
         arrays = dict(format=np.array(FORMAT), version=np.array(VERSION, dtype=np.int64),
@@ -306,18 +303,8 @@ class PhraseTable:
                       align_links=self.align_links, align_offsets=self.align_offsets)
         if self.reordering is not None:
             arrays["reordering"] = self.reordering
-        fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp",
-                                   dir=folder)
-        try:
-            with os.fdopen(fd, "wb") as handle:
-                np.savez(handle, **arrays)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
+        with atomic_write(path, compress=False, binary=True) as handle:
+            np.savez(handle, **arrays)
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> "PhraseTable":

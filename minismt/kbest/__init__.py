@@ -26,6 +26,7 @@ import numpy as np
 
 from minismt.errors import InputError
 from minismt.features import FeatureSpace
+from minismt.io import atomic_write
 from minismt.kbest import _kernels
 from minismt.metrics import N_STATS, corpus_bleu_from_stats, sentence_bleu
 
@@ -326,29 +327,15 @@ class KBest:
 
     # ---- storage (no pickle) ---------------------------------------------------------
     def save(self, path) -> None:
-        """Write to an ``.npz`` file atomically (arrays + feature names as JSON)."""
-        import os
-        import tempfile
-        path = os.fspath(path)
-        folder = os.path.dirname(os.path.abspath(path))
-        os.makedirs(folder, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=folder, suffix=".npz.tmp")
-        os.close(fd)
-        try:
-            arrays = dict(offsets=self.offsets, features=self.features, text=self.text,
-                          text_offsets=self.text_offsets, indptr=self.indptr, indices=self.indices,
-                          values=self.values, sentence_ids=self.sentence_ids,
-                          iterations=self.iterations,
-                          space=np.frombuffer(json.dumps(self.space.to_json()).encode(), dtype=np.uint8))
-            if self.stats is not None:
-                arrays["stats"] = self.stats
-            with open(tmp, "wb") as handle:
-                np.savez(handle, **arrays)
-            os.replace(tmp, path)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
+        """Write to an ``.npz`` file atomically (arrays + feature names as JSON, no pickle)."""
+        arrays = dict(offsets=self.offsets, features=self.features, text=self.text,
+                      text_offsets=self.text_offsets, indptr=self.indptr, indices=self.indices,
+                      values=self.values, sentence_ids=self.sentence_ids, iterations=self.iterations,
+                      space=np.frombuffer(json.dumps(self.space.to_json()).encode(), dtype=np.uint8))
+        if self.stats is not None:
+            arrays["stats"] = self.stats
+        with atomic_write(path, compress=False, binary=True) as handle:
+            np.savez(handle, **arrays)
 
     @classmethod
     def load(cls, path, space: FeatureSpace | None = None) -> "KBest":

@@ -85,11 +85,13 @@ def hypothesis_stats(tokens, tok_offsets, hyp_sentence, ref_keys, ref_counts, re
 def bleu_from_sums(stats, smooth):
     """Corpus BLEU in [0, 1] of summed statistics, the arithmetic of sacrebleu's ``compute_bleu``.
 
-    ``smooth``: SMOOTH_EXP (sacrebleu's default for corpus BLEU) or SMOOTH_NONE
-    (0 as soon as one order has no match, as Moses).
+    ``smooth``: SMOOTH_EXP (sacrebleu's default for corpus BLEU) replaces the
+    k-th zero match count by ``100 / (2^k t_n)``; SMOOTH_NONE gives 0 as soon as
+    one order has no match (Moses). An order with no n-gram ends the product.
+    Allocates nothing, so MERT's sweep can call it once per interval.
     """
-    sys_len = stats[1]
-    ref_len = stats[2 * MAX_ORDER]
+    sys_len = float(stats[1])
+    ref_len = float(stats[2 * MAX_ORDER])
     bp = 1.0
     if sys_len < ref_len:
         bp = math.exp(1.0 - ref_len / sys_len) if sys_len > 0 else 0.0
@@ -99,22 +101,23 @@ def bleu_from_sums(stats, smooth):
             any_match = True
     if not any_match:
         return 0.0
-    precisions = np.zeros(MAX_ORDER)
-    smooth_mteval = 1.0
-    for n in range(MAX_ORDER):
-        correct = stats[2 * n]
-        total = stats[2 * n + 1]
-        if total == 0:
-            break
-        if correct == 0:
-            if smooth == SMOOTH_EXP:
-                smooth_mteval *= 2
-                precisions[n] = 100.0 / (smooth_mteval * total)
-        else:
-            precisions[n] = 100.0 * correct / total
     log_sum = 0.0
+    smooth_mteval = 1.0
+    stopped = False
     for n in range(MAX_ORDER):
-        log_sum += -9999999999.0 if precisions[n] == 0.0 else math.log(precisions[n])
+        precision = 0.0
+        if not stopped:
+            correct = float(stats[2 * n])
+            total = float(stats[2 * n + 1])
+            if total == 0:
+                stopped = True
+            elif correct == 0:
+                if smooth == SMOOTH_EXP:
+                    smooth_mteval *= 2
+                    precision = 100.0 / (smooth_mteval * total)
+            else:
+                precision = 100.0 * correct / total
+        log_sum += -9999999999.0 if precision == 0.0 else math.log(precision)
     return bp * math.exp(log_sum / MAX_ORDER) / 100.0
 
 
