@@ -11,6 +11,7 @@ kbmira test_2016 40.36; untuned 39.93. Quick mode: 200 dev / 200 test sentences,
 
 from __future__ import annotations
 
+import json
 import statistics
 import tempfile
 import time
@@ -21,7 +22,16 @@ import numpy as np
 MULTI30K = Path(__file__).resolve().parents[2] / "shared" / "corpora" / "multi30k"
 
 
-def run(quick: bool = False, iterations: int = 6, stack: int = 100, jobs: int = 2) -> dict:
+DEFAULT_RUNS = [("mert", 0), ("kbmira", 0), ("apro", 0), ("apro", 1), ("apro", 2), ("pro", 0), ("pro", 1),
+                ("pro", 2)]
+
+
+def run(quick: bool = False, iterations: int = 6, stack: int = 100, jobs: int = 2,
+        corpus: str = "multi30k-de-en", runs=None, partial_json: str | None = None) -> dict:
+    """Train on ``corpus``, tune with each ``(tuner, seed)`` of ``runs``, decode test with every iteration.
+
+    ``partial_json``: a file rewritten after every tuning run with the results so far.
+    """
     from corpora.fetch import fetch
     from minismt.io import read_lines
     from minismt.metrics import corpus_bleu
@@ -33,17 +43,15 @@ def run(quick: bool = False, iterations: int = 6, stack: int = 100, jobs: int = 
         iterations = 2
     with tempfile.TemporaryDirectory() as tmp:
         data, model = Path(tmp) / "data", Path(tmp) / "model"
-        fetch("multi30k-de-en", data, from_dir=MULTI30K, progress=False)
+        fetch(corpus, data, from_dir=MULTI30K, progress=False)
         Trainer(TrainingConfig(src=str(data / "train.src"), tgt=str(data / "train.tgt"), out=str(model),
                                lm_order=4, progress=False)).run()
         dev_src, dev_ref = read_lines(data / "dev.src"), read_lines(data / "dev.tgt")
         test_src, test_ref = read_lines(data / "test.src"), read_lines(data / "test.tgt")
         if quick:
             dev_src, dev_ref, test_src, test_ref = dev_src[:200], dev_ref[:200], test_src[:200], test_ref[:200]
-        runs = [("mert", 0), ("kbmira", 0), ("apro", 0), ("apro", 1), ("apro", 2), ("pro", 0), ("pro", 1),
-                ("pro", 2)]
-        if quick:
-            runs = [("mert", 0), ("kbmira", 0), ("apro", 0), ("pro", 0)]
+        if runs is None:
+            runs = [("mert", 0), ("kbmira", 0), ("apro", 0), ("pro", 0)] if quick else DEFAULT_RUNS
         results = []
         for tuner, seed in runs:
             decoder = MinismtDevDecoder(str(model), dev_src, kbest=100, jobs=jobs, stack_size=stack)
@@ -66,6 +74,9 @@ def run(quick: bool = False, iterations: int = 6, stack: int = 100, jobs: int = 
             results.append({"tuner": tuner, "seed": seed, "tuning_seconds": round(seconds, 1),
                             "iterations": per_iteration, "final_weights": [float(x) for x in final],
                             "final_test_bleu": round(100 * corpus_bleu(test_final, [[r] for r in test_ref]), 2)})
+            if partial_json:
+                with open(partial_json, "w", encoding="utf-8") as out:
+                    json.dump(results, out)
     summary = {}
     for name in sorted({r["tuner"] for r in results}):
         mine = [r for r in results if r["tuner"] == name]
@@ -74,6 +85,21 @@ def run(quick: bool = False, iterations: int = 6, stack: int = 100, jobs: int = 
                          "test_bleu_spread": round(max(tests) - min(tests), 2),
                          "identical_weights_over_runs": all(r["final_weights"] == mine[0]["final_weights"]
                                                             for r in mine)}
-    return {"dev_sentences": len(dev_src), "test_sentences": len(test_src), "iterations": iterations,
+    return {"corpus": corpus, "dev_sentences": len(dev_src), "test_sentences": len(test_src), "iterations": iterations,
             "stack": stack, "summary": summary, "runs": results,
             "moses": {"mert_test_2016": 39.99, "kbmira_test_2016": 40.36, "untuned_test_2016": 39.93}}
+
+
+if __name__ == "__main__":
+    import argparse
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--corpus", default="multi30k-de-en")
+    parser.add_argument("--runs", default=None, help="comma-separated tuner:seed items (default: the issue's set)")
+    parser.add_argument("--iterations", type=int, default=6)
+    parser.add_argument("--partial-json", default=None)
+    parser.add_argument("--quick", action="store_true")
+    args = parser.parse_args()
+    chosen = None if args.runs is None else [(item.split(":")[0], int(item.split(":")[1]))
+                                             for item in args.runs.split(",")]
+    print(json.dumps(run(quick=args.quick, iterations=args.iterations, corpus=args.corpus, runs=chosen,
+                         partial_json=args.partial_json)))

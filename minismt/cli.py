@@ -225,7 +225,16 @@ def _tune_command(args) -> int:
                     accumulate=args.accumulate, reset_after=args.reset_after,
                     max_iter=args.iterations, seed=args.seed, return_best=args.keep == "best",
                     lowercase=args.lowercase)
-    run.run(decoder.default_weights)
+    start = decoder.default_weights
+    if args.init:
+        from minismt.features import read_weights
+        try:
+            start = decoder.space.weights(read_weights(args.init), grow=False, require_dense=True)
+        except InputError as err:
+            if err.path is not None:
+                raise
+            raise InputError(err.message, args.init, expected=err.expected) from None
+    run.run(start)
     for record in run.history:
         print(f"iteration {record.iteration}: dev BLEU {100 * record.dev_bleu:.2f}, "
               f"{record.hypotheses} hypotheses ({record.new_hypotheses} new), {record.seconds:.1f} s")
@@ -249,6 +258,9 @@ def _add_tune(sub) -> None:
                    help="dev references; repeat for several")
     p.add_argument("--tuner", required=True, metavar="NAME", help="tuner name, e.g. mert, pro, apro, kbmira")
     p.add_argument("--run-dir", required=True, metavar="DIR", help="checkpoints, log and weights.final")
+    p.add_argument("--init", metavar="FILE",
+                   help="start weights ('name value' lines, one for every feature of the model); "
+                        "default: the model's untuned weights")
     p.add_argument("--iterations", type=int, default=10, metavar="N", help="at most N decoding iterations (10)")
     p.add_argument("--seed", type=int, default=0, metavar="S", help="seed of every random choice (0)")
     p.add_argument("--kbest", type=int, default=100, metavar="K", help="distinct k-best per sentence (100)")

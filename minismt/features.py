@@ -123,8 +123,20 @@ class FeatureSpace:
         return (dense, np.asarray(keys, dtype=np.int32),
                 np.asarray([sparse[k] for k in keys], dtype=np.float64))
 
-    def weights(self, values: Mapping[str, float], grow: bool = True) -> np.ndarray:
-        """A weight array of length ``len(self)`` from ``{name: weight}`` (missing names: 0)."""
+    def weights(self, values: Mapping[str, float], grow: bool = True,
+                require_dense: bool = False) -> np.ndarray:
+        """A weight array of length ``len(self)`` from ``{name: weight}`` (missing names: 0).
+
+        With ``require_dense`` a dense feature without a weight is an
+        :class:`InputError` (a start point must weight every dense feature;
+        sparse features start at 0).
+        """
+        if require_dense:
+            missing = [name for name in self.dense_names if name not in values]
+            if missing:
+                shown = ", ".join(missing[:10]) + (f" and {len(missing) - 10} more" if len(missing) > 10 else "")
+                raise InputError(f"the weights miss {len(missing)} dense feature(s): {shown}",
+                                 expected="a weight for every dense feature")
         indices = [(self.add(n) if grow else self.index(n)) for n in values]
         w = np.zeros(len(self))
         for index, value in zip(indices, values.values()):

@@ -51,3 +51,32 @@ def test_decode_with_tuned_weights_and_kbest(system, tmp_path):
     kbest = read_nbest(tmp_path / "nbest")
     assert kbest.n_instances == 40
     assert len(list((tmp_path / "hg").iterdir())) == 40
+
+
+def test_tune_init_weights_must_cover_the_model(system, tmp_path, capsys):
+    """--init with a dense feature missing, or an unknown name, is one clear error naming the file."""
+    data, model = system
+    from minismt.train import load_manifest
+    names = load_manifest(str(model))["features"]
+    base = ["tune", "--model", str(model), "--dev-src", str(data / "dev.src"), "--dev-ref",
+            str(data / "dev.tgt"), "--tuner", "apro", "--iterations", "1", "--kbest", "5",
+            "--stack", "20", "--quiet"]
+    missing = tmp_path / "missing.txt"
+    missing.write_text("".join(f"{n} 0.1\n" for n in names[1:]))
+    assert main(base + ["--run-dir", str(tmp_path / "a"), "--init", str(missing)]) == 2
+    err = capsys.readouterr().err
+    assert str(missing) in err and names[0] in err and "miss 1 dense feature" in err
+    unknown = tmp_path / "unknown.txt"
+    unknown.write_text("".join(f"{n} 0.1\n" for n in names) + "NoSuchFeature0_0 1\n")
+    assert main(base + ["--run-dir", str(tmp_path / "b"), "--init", str(unknown)]) == 2
+    assert "unknown feature name 'NoSuchFeature0_0'" in capsys.readouterr().err
+    full = tmp_path / "full.txt"
+    full.write_text("".join(f"{n} {0.5 if n.startswith('LM') else 0.1}\n" for n in names))
+    assert main(base + ["--run-dir", str(tmp_path / "c"), "--init", str(full)]) == 0
+    first = json_history(tmp_path / "c")[0]["weights"]
+    assert first == [0.5 if n.startswith("LM") else 0.1 for n in names]
+
+
+def json_history(run_dir):
+    import json
+    return json.loads((run_dir / "history.json").read_text())

@@ -80,3 +80,59 @@ def test_registry_rejects_unknown_names_and_parameters():
         name = sorted(tuners.REGISTRY)[0]
         with pytest.raises(InputError, match="bad parameters"):
             tuners.get_tuner(name, not_a_parameter=1)
+
+
+def kbest_with_gap():
+    """Sentences 0 and 2 have hypotheses, sentence 1 has none (a decoder that failed on it)."""
+    space = FeatureSpace(["good_0", "bad_0", "noise_0", "noise_1"])
+    builder = KBestBuilder(space)
+    stats = [5, 10, 3, 9, 2, 8, 1, 7, 10]
+    for s in (0, 2):
+        for j in range(3):
+            builder.add(s, f"s{s} h{j}", [j, -j, 0.5, 0.1 * j], stats=stats)
+    return builder.build(3)
+
+
+@pytest.mark.parametrize("name", sorted(tuners.REGISTRY))
+def test_tuner_bad_input(name):
+    """The issue's bad input: NaN/inf features, a sentence with an empty list, weights missing
+    features (or naming unknown ones), mismatched sentence ids; each an InputError that says
+    what is wrong."""
+    cls = tuners.REGISTRY[name]
+    if cls.needs != "kbest":
+        pytest.skip(f"{name} tunes on {cls.needs}, not on k-best lists (covered by its own tests)")
+    tuner = tuners.get_tuner(name, **seeded_params(cls))
+    data = toy_kbest(6, 5)
+    with pytest.raises(InputError, match="no hypothesis.*dev sentence 1"):
+        tuner.fit(kbest_with_gap(), np.zeros(4))
+    w = {"good_0": 1.0, "bad_0": 0.0, "noise_0": 0.0}
+    with pytest.raises(InputError, match="miss 1 dense feature.*noise_1"):
+        tuner.fit(data, w)
+    with pytest.raises(InputError, match="unknown feature name 'typo_0'"):
+        tuner.fit(data, {**w, "noise_1": 0.0, "typo_0": 1.0})
+    with pytest.raises(InputError, match="weight vector"):
+        tuner.fit(data, np.zeros(2))
+    for bad in (np.inf, -np.inf):
+        with pytest.raises(InputError):
+            tuner.fit(data, np.array([bad, 0, 0, 0, 0]))
+    # a full dict (sparse weights may be left out) is accepted
+    assert tuner.fit(data, {**w, "noise_1": 0.0}).shape == (len(data.space),)
+
+
+@pytest.mark.parametrize("value", [np.nan, np.inf, -np.inf])
+def test_non_finite_features_and_mismatched_ids_are_refused(value):
+    """Tuning data cannot hold NaN/inf features, and lists of other sentences do not merge."""
+    space = FeatureSpace(["a_0", "b_0"])
+    stats = [1, 1, 0, 0, 0, 0, 0, 0, 1]
+    for sparse in (False, True):
+        builder = KBestBuilder(space)
+        builder.add(0, "x", [1.0, 0.0], stats=stats)
+        if sparse:
+            builder.add(1, "y", [1.0, 0.0], [space.add("sp")], [value], stats=stats)
+        else:
+            builder.add(1, "y", [1.0, value], stats=stats)
+        with pytest.raises(InputError, match="finite"):
+            builder.build()
+    one, other = toy_kbest(3, 2), toy_kbest(4, 2)
+    with pytest.raises(InputError):
+        one.merge(other)

@@ -189,7 +189,8 @@ class APRO(Tuner):
     The optimisation starts from the given weights (the objective is strictly
     convex, so only the number of iterations depends on them). After ``fit``:
     ``weights_``, ``history_`` (one dict per Newton iteration: objective, loss,
-    gradient norm), ``n_iter_``, ``converged_``, ``n_pairs_``.
+    gradient norm), ``n_iter_``, ``converged_``, ``n_pairs_``, ``n_evaluations_`` and
+    ``n_hessian_products_`` (objective/gradient evaluations and Hessian-vector products made).
     """
 
     def __init__(self, C: float = 0.01, psi: float = 1.0, bleu_options: dict | None = None,
@@ -238,5 +239,7 @@ class APRO(Tuner):
         self.history_ = history
         self.n_iter_ = int(result.nit)
         self.converged_ = bool(result.success)
+        self.n_evaluations_ = objective.n_evaluations
+        self.n_hessian_products_ = objective.n_hessian_products
         self.weights_ = w_new
         return w_new

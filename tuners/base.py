@@ -51,7 +51,15 @@ class Tuner:
                              expected="statistics computed against the references")
         if data.n_hypotheses == 0:
             raise InputError("the k-best list is empty", expected="at least one hypothesis")
-        w = data.weight_array(w0 if not isinstance(w0, np.ndarray) else np.asarray(w0, dtype=np.float64))
+        empty = np.flatnonzero(np.diff(data.offsets) == 0)
+        if empty.size:
+            raise InputError(f"{empty.size} instance(s) have no hypothesis, the first is dev sentence "
+                             f"{int(data.sentence_ids[empty[0]])}",
+                             expected="at least one hypothesis for every sentence")
+        if isinstance(w0, dict):
+            w = data.space.weights(w0, grow=False, require_dense=True)
+        else:
+            w = data.weight_array(np.asarray(w0, dtype=np.float64))
         if not np.all(np.isfinite(w)):
             raise InputError("start weights contain NaN or inf", expected="finite weights")
         return w.astype(np.float64, copy=True)

@@ -148,7 +148,17 @@ class TuningRun:
     def run(self, w0) -> np.ndarray:
         """Tune from ``w0`` (or resume); returns the final weights and writes ``weights.final``."""
         space = self.decoder.space
-        weights = np.asarray(w0 if not isinstance(w0, dict) else space.weights(w0), dtype=np.float64)
+        if isinstance(w0, dict):
+            weights = space.weights(w0, grow=False, require_dense=True)
+        else:
+            weights = np.asarray(w0, dtype=np.float64)
+            if weights.ndim != 1 or not space.n_dense <= weights.shape[0] <= len(space):
+                raise InputError(f"start weights of shape {weights.shape}",
+                                 expected=f"a weight for each of the {space.n_dense} dense features "
+                                          f"(and at most the {len(space) - space.n_dense} sparse ones)")
+            weights = np.concatenate([weights, np.zeros(len(space) - weights.shape[0])])
+        if not np.all(np.isfinite(weights)):
+            raise InputError("start weights contain NaN or inf", expected="finite weights")
         accumulated: KBest | list[KBest] | None = None
         start = 0
         loaded = self._load()
