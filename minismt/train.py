@@ -38,8 +38,8 @@ MANIFEST_VERSION = 1
 
 # Dense features of the phrase-based model, named as Moses names them in features.dat,
 # with the default (untuned) weights Moses' train-model.perl writes into moses.ini.
-# UnknownWordPenalty0_0 is -1 per copied unknown word, so its weight 100 gives Moses'
-# -100 per unknown word (Moses writes the value -100 with weight 1).
+# UnknownWordPenalty0_0 is -100 per copied unknown word with weight 1, as in Moses (a
+# weight of 1, not 100, keeps the weight vector's scale sensible for regularised tuners).
 DEFAULT_WEIGHTS = {
     "LexicalReordering0_0": 0.3, "LexicalReordering0_1": 0.3, "LexicalReordering0_2": 0.3,
     "LexicalReordering0_3": 0.3, "LexicalReordering0_4": 0.3, "LexicalReordering0_5": 0.3,
@@ -49,7 +49,7 @@ DEFAULT_WEIGHTS = {
     "PhrasePenalty0_0": 0.2,
     "TranslationModel0_0": 0.2, "TranslationModel0_1": 0.2, "TranslationModel0_2": 0.2,
     "TranslationModel0_3": 0.2,
-    "UnknownWordPenalty0_0": 100.0,
+    "UnknownWordPenalty0_0": 1.0,
 }
 
 

@@ -46,7 +46,7 @@ def slow_features(model: PhraseModel, tokens, steps, complete: bool, end_orienta
         else:
             assert end - start == 1
             target = [tokens[start]]
-            f[COL["UnknownWordPenalty0_0"]] -= 1
+            f[COL["UnknownWordPenalty0_0"]] -= 100
             reo = [0.0] * 6
         f[COL["WordPenalty0_0"]] -= len(target)
         f[COL["PhrasePenalty0_0"]] += 1
@@ -178,7 +178,7 @@ def tiny_model(seed: int, sentences) -> PhraseModel:
     lm = LanguageModel.from_model(estimate_kn(text, order=3, discount_fallback=True))
     weights = {name: rng.uniform(0.1, 1.0) for name in FEATURE_NAMES}
     weights["WordPenalty0_0"] = rng.uniform(-1.0, 1.0)
-    weights["UnknownWordPenalty0_0"] = 100.0
+    weights["UnknownWordPenalty0_0"] = 1.0
     return PhraseModel.from_parts(table, lm, weights, distortion_limit=2)
 
 
@@ -344,14 +344,14 @@ def test_unknown_words_pass_through(synthetic):
     sentence.append("42")
     result = decoder.decode(sentence)
     assert "zorglub" in result.best.split() and "42" in result.best.split()
-    assert result.feature_dict["UnknownWordPenalty0_0"] == before - 2.0
+    assert result.feature_dict["UnknownWordPenalty0_0"] == before - 200.0
     assert "zorglub" in result.hypergraph.vocab and "zorglub" not in model.table.tgt_vocab
     f, text = slow_features(model, sentence, derivation_steps(result, result.hypergraph.viterbi(
         decoder.weights).edges), complete=True)
     assert text == result.best
     np.testing.assert_allclose(result.features, f, atol=1e-8)
     # Moses' -100 per unknown word, with the manifest's default weight
-    assert model.weights[COL["UnknownWordPenalty0_0"]] * -1.0 == -100.0
+    assert model.weights[COL["UnknownWordPenalty0_0"]] * -100.0 == -100.0
 
 
 def test_long_sentence_needs_more_than_64_coverage_bits(synthetic):

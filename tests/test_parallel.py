@@ -34,7 +34,7 @@ def test_process_pool_and_dask_cluster_equal_one_process(model_and_sentences):
     assert [o.index for o in serial] == list(range(len(sentences)))
     assert serial[-2].best == ""
     assert serial[-1].best == "zzqx yyqv xxqw"                 # unknown words pass through
-    assert serial[-1].features[-1] == -3.0                   # UnknownWordPenalty0_0: -1 per word
+    assert serial[-1].features[-1] == -300.0                 # UnknownWordPenalty0_0: -100 per word
     pooled = decode_corpus(job, sentences, jobs=2, chunk_size=3)
     assert outputs_key(pooled) == outputs_key(serial)
     from distributed import Client, LocalCluster

@@ -33,7 +33,7 @@ FEATURE_NAMES = (
 )
 
 # The untuned weights of Moses' train-model.perl, as minismt.train writes them into manifests;
-# UnknownWordPenalty0_0 is -1 per copied unknown word with weight 100 (Moses: -100, weight 1).
+# UnknownWordPenalty0_0 is -100 per copied unknown word with weight 1, as in Moses.
 DEFAULT_WEIGHTS = dict(TRAIN_DEFAULT_WEIGHTS)
 
 DEFAULT_DISTORTION_LIMIT = 6

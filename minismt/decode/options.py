@@ -13,8 +13,8 @@ The options of a span are limited to the ``table_limit`` best by future score
 (w . stateless features + w_LM . LM estimate), as Moses' ``table-limit``.
 
 A source word with no option of its own (out of vocabulary, or only inside longer
-phrases) gets a pass-through option copying it: ``UnknownWordPenalty0_0`` = -1
-(with weight 100 it is Moses' -100 per unknown word), translation-model scores 0 and
+phrases) gets a pass-through option copying it: ``UnknownWordPenalty0_0`` = -100
+per unknown word (:data:`UNKNOWN_WORD_SCORE`, Moses' value, with weight 1), translation-model scores 0 and
 reordering log probabilities 0 (Moses has no reordering scores for it and scores
 nothing, unless ``default-scores`` is configured); its target word is the LM's own
 word when the LM knows it, else ``<unk>``.
@@ -32,6 +32,7 @@ from minismt.decode import _kernels
 from minismt.decode.model import FEATURE_NAMES, PhraseModel
 
 LOG_FLOOR = -100.0  # Moses' LOWEST_SCORE
+UNKNOWN_WORD_SCORE = -100.0  # Moses' UnknownWordPenalty feature value per copied word
 
 _COL = {name: i for i, name in enumerate(FEATURE_NAMES)}
 TM_COLS = [_COL[f"TranslationModel0_{i}"] for i in range(4)]
@@ -150,7 +151,7 @@ def collect_options(model: PhraseModel, tokens: list[str], vocab: Vocabulary, we
         dense[:n_opt - unknown.shape[0], TM_COLS] = np.maximum(np.log(table.scores[table_rows]), LOG_FLOOR)
     dense[:, WP_COL] = -tgt_len
     dense[:, PP_COL] = 1.0
-    dense[~known, UWP_COL] = -1.0
+    dense[~known, UWP_COL] = UNKNOWN_WORD_SCORE
     reordering = np.zeros((n_opt, 6))
     if table.reordering is not None:
         with np.errstate(divide="ignore"):
