@@ -316,3 +316,32 @@ def test_bad_input():
     data.stats = None
     with pytest.raises(InputError):
         MERT().fit(data, [1.0, 0.0, 0.0])
+
+
+@settings(max_examples=120, deadline=None)
+@given(sizes=sizes_st, seed=st.integers(0, 2 ** 32 - 1), smooth=st.sampled_from(["none", "exp"]),
+       bounds=st.sampled_from([(0.0, 1.0), (-2.0, 0.5), (1.0, 1.0), (-np.inf, 0.0)]))
+def test_bounded_line_search_equals_brute_force(sizes, seed, smooth, bounds):
+    """mert.line_search within [lower, upper]: the best BLEU of any point of the segment,
+    ``prefer`` (here the upper end when finite) kept when it is in the best interval."""
+    from tuners.mert import line_search as bounded_search
+    rng = np.random.default_rng(seed)
+    kb = random_kbest(rng, sizes, integer=True)
+    w = rng.integers(-3, 4, 5).astype(np.float64)
+    d = rng.integers(-3, 4, 5).astype(np.float64)
+    lower, upper = bounds
+    prefer = upper
+    gamma, swept = bounded_search(kb, w, d, lower, upper, prefer=prefer, smooth=smooth)
+    a_exact, b_exact = exact_scores(kb, w), exact_scores(kb, d)
+    crossings = [x for x in intersections(kb, a_exact, b_exact)]
+    finite_lower = Fraction(lower) if lower > -np.inf else Fraction(-60)
+    delta = Fraction(1, 10 ** 6)
+    probes = [finite_lower + (Fraction(upper) - finite_lower) * Fraction(g, 240) for g in range(241)]
+    probes += [x + s for x in crossings for s in (-delta, delta)]
+    probes = [g for g in probes if finite_lower <= g <= upper and g not in set(crossings)]
+    if probes:
+        assert swept == max(exact_bleu(kb, a_exact, b_exact, g, smooth) for g in probes)
+    assert lower <= gamma <= upper
+    assert exact_bleu(kb, a_exact, b_exact, Fraction(gamma), smooth) == swept or gamma in crossings
+    if exact_bleu(kb, a_exact, b_exact, Fraction(prefer), smooth) == swept and prefer not in crossings:
+        assert gamma == prefer

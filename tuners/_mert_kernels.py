@@ -230,49 +230,52 @@ def breakpoints(offsets, a, sorted_b, order, stats, hull_rows, hull_x, hull_b, x
 
 
 @njit(cache=True)
-def _distance_to_zero(lo, hi):
-    if lo < 0.0 < hi:
+def _distance_to(lo, hi, point):
+    if lo < point < hi:
         return 0.0
-    if hi <= 0.0:
-        return -hi
-    return lo
+    if hi <= point:
+        return point - hi
+    return lo - point
 
 
 @njit(cache=True)
-def best_interval(xs, from_rows, to_rows, n, base, stats, smooth, out):
+def best_interval(xs, from_rows, to_rows, n, base, stats, smooth, lower, upper, prefer, out):
     """Sweep the breakpoints left to right; ``out = [bleu, lo, hi]`` of the best interval.
 
     The corpus statistics start at ``base`` (the interval ``(-inf, x_1)``)
     and change by ``stats[to] - stats[from]`` at every breakpoint; all
     changes at the same ``x`` are applied before BLEU is evaluated on the
-    interval to the right. The best interval has the highest BLEU; of equal
-    ones, the nearest to ``gamma = 0`` (then the leftmost), so that a line
-    without a better interval does not move the point.
+    interval to the right. Only intervals overlapping ``[lower, upper]`` in
+    more than a point count (a breakpoint is a tie), clipped to it; when
+    ``lower == upper``, the interval holding that point (the right one at a breakpoint). The best interval has the highest BLEU; of equal ones, the
+    nearest to ``prefer`` (then the leftmost): MERT prefers ``gamma = 0``, so
+    that a line without a better interval does not move the point.
     """
     order = np.argsort(xs[:n])
     acc = base.copy()
-    hi = xs[order[0]] if n > 0 else np.inf
-    best = bleu(acc, smooth)
-    best_lo = -np.inf
-    best_hi = hi
-    best_distance = _distance_to_zero(best_lo, best_hi)
+    best = -1.0
+    best_lo = best_hi = best_distance = np.inf
+    lo = -np.inf
     i = 0
-    while i < n:
+    while True:
+        hi = xs[order[i]] if i < n else np.inf
+        clipped_lo, clipped_hi = max(lo, lower), min(hi, upper)
+        if clipped_lo < clipped_hi or (lower == upper and lo <= lower < hi):
+            score = bleu(acc, smooth)
+            distance = _distance_to(clipped_lo, clipped_hi, prefer)
+            if score > best or (score == best and distance < best_distance):
+                best = score
+                best_lo = clipped_lo
+                best_hi = clipped_hi
+                best_distance = distance
+        if i >= n:
+            break
         lo = xs[order[i]]
         while i < n and xs[order[i]] == lo:
             e = order[i]
             for c in range(N_STATS):
                 acc[c] += stats[to_rows[e], c] - stats[from_rows[e], c]
             i += 1
-        hi = xs[order[i]] if i < n else np.inf
-        score = bleu(acc, smooth)
-        if score >= best:
-            distance = _distance_to_zero(lo, hi)
-            if score > best or distance < best_distance:
-                best = score
-                best_lo = lo
-                best_hi = hi
-                best_distance = distance
     out[0] = best
     out[1] = best_lo
     out[2] = best_hi
@@ -315,6 +318,6 @@ def line_searches(offsets, a, sorted_slopes, orders, stats, smooth, outside, gam
     for j in range(orders.shape[0]):
         n = breakpoints(offsets, a, sorted_slopes[j], orders[j], stats, hull_rows, hull_x, hull_b,
                         xs, from_rows, to_rows, base)
-        best_interval(xs, from_rows, to_rows, n, base, stats, smooth, out)
+        best_interval(xs, from_rows, to_rows, n, base, stats, smooth, -np.inf, np.inf, 0.0, out)
         scores[j] = out[0]
         gammas[j] = interval_point(out[1], out[2], outside)

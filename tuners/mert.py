@@ -247,6 +247,43 @@ class MERT(Tuner):
         return weights
 
 
+def line_search(data: KBest, w, direction, lower: float = -np.inf, upper: float = np.inf,
+                prefer: float = 0.0, smooth: str = "none") -> tuple[float, float]:
+    """Exact line search of corpus BLEU along ``w + gamma * direction`` for ``gamma`` in ``[lower, upper]``.
+
+    The same envelopes and sweep as MERT's line searches (Och 2003, Sec. 6):
+    returns ``(gamma, bleu)`` with ``gamma`` in the best interval, ``prefer``
+    itself when it lies in that interval (of equally good intervals the one
+    nearest to ``prefer`` wins), else the interval's midpoint (or
+    :data:`OUTSIDE` beyond the finite end of an unbounded one). Used for the
+    mixing coefficient of parallel online learning (Watanabe 2012).
+    """
+    if smooth not in _SMOOTH:
+        raise InputError(f"smooth={smooth!r}", expected="'none' or 'exp'")
+    if not lower <= upper:
+        raise InputError(f"bounds [{lower}, {upper}]", expected="lower <= upper")
+    if data.stats is None:
+        raise InputError("the k-best list has no BLEU statistics", expected="statistics")
+    a = data.scores(w)
+    slopes = data.scores(direction)[None, :]
+    orders = np.empty(slopes.shape, dtype=np.int32)
+    sorted_slopes = np.empty(slopes.shape)
+    K.sentence_orders(data.offsets, slopes, orders, sorted_slopes)
+    n_rows = data.n_hypotheses
+    hull_rows = np.empty(n_rows, dtype=np.int64)
+    hull_x, hull_b, xs = np.empty(n_rows), np.empty(n_rows), np.empty(n_rows)
+    from_rows, to_rows = np.empty(n_rows, dtype=np.int64), np.empty(n_rows, dtype=np.int64)
+    base = np.zeros(data.stats.shape[1], dtype=np.int64)
+    n = K.breakpoints(data.offsets, a, sorted_slopes[0], orders[0], data.stats, hull_rows, hull_x, hull_b,
+                      xs, from_rows, to_rows, base)
+    out = np.empty(3)
+    K.best_interval(xs, from_rows, to_rows, n, base, data.stats, _SMOOTH[smooth], float(lower),
+                    float(upper), float(prefer), out)
+    lo, hi = out[1], out[2]
+    gamma = prefer if lo <= prefer <= hi else K.interval_point(lo, hi, OUTSIDE)
+    return float(gamma), float(out[0])
+
+
 def _normalized(w: np.ndarray, norm: str) -> np.ndarray:
     if norm == "none":
         return w.copy()
