@@ -17,6 +17,7 @@ from typing import Sequence
 import numpy as np
 
 _DECODERS: dict = {}  # per-process cache: (model_dir, options) -> Decoder
+_MODELS: dict = {}    # per-process cache: model_dir -> PhraseModel (new weights do not reload it)
 
 
 @dataclass
@@ -53,10 +54,15 @@ class SentenceOutput:
 def _decoder(job: DecodeJob):
     decoder = _DECODERS.get(job.key())
     if decoder is None:
-        from minismt.decode import Decoder
-        decoder = Decoder(job.model_dir, weights=job.weights, stack_size=job.stack_size,
+        from minismt.decode import Decoder, PhraseModel
+        model = _MODELS.get(job.model_dir)
+        if model is None:
+            _MODELS.clear()
+            model = _MODELS[job.model_dir] = PhraseModel.load(job.model_dir)
+        decoder = Decoder(model, weights=job.weights, stack_size=job.stack_size,
                           beam_threshold=job.beam_threshold, distortion_limit=job.distortion_limit)
-        _DECODERS.clear()
+        if len(_DECODERS) >= 8:
+            _DECODERS.pop(next(iter(_DECODERS)))
         _DECODERS[job.key()] = decoder
     return decoder
 
@@ -81,6 +87,57 @@ def decode_chunk(job: DecodeJob, indices: Sequence[int], sentences: Sequence[str
     return outputs
 
 
+def force_chunk(job: DecodeJob, indices: Sequence[int], sentences: Sequence[str],
+                references: Sequence[str]) -> list[tuple[int, np.ndarray | None]]:
+    """Forced decoding of some sentences into their references (the unit sent to an executor):
+    ``(index, features of the best derivation)``, or ``(index, None)`` where the reference is not
+    reachable within the search's pruning."""
+    decoder = _decoder(job)
+    outputs = []
+    for index, sentence, reference in zip(indices, sentences, references):
+        result = decoder.force(sentence, reference)
+        outputs.append((index, None if result is None else _dense(result.features)))
+    return outputs
+
+
+def force_corpus(job: DecodeJob, sentences: Sequence[str], references: Sequence[str],
+                 executor: Executor | None = None, jobs: int = 1,
+                 chunk_size: int = 16) -> list[np.ndarray | None]:
+    """:func:`force_chunk` over a corpus, in order, on the executor (or ``jobs`` local processes)."""
+    if len(references) != len(sentences):
+        from minismt.errors import InputError
+        raise InputError(f"{len(references)} references for {len(sentences)} sentences",
+                         expected="one reference per sentence")
+    chunks = [list(range(start, min(start + chunk_size, len(sentences))))
+              for start in range(0, len(sentences), chunk_size)]
+    args = [(job, c, [sentences[i] for i in c], [references[i] for i in c]) for c in chunks]
+    return [features for part in _map_chunks(force_chunk, args, executor, jobs) for _, features in part]
+
+
+def _map_chunks(function, args: list[tuple], executor: Executor | None, jobs: int, bar=None) -> list:
+    """``[function(*a) for a in args]``, here (``jobs <= 1``, no executor) or on an executor (the
+    caller's, else a local process pool made for the call); ``bar`` advances by each result's length."""
+    if executor is None and jobs <= 1:
+        results = []
+        for a in args:
+            results.append(function(*a))
+            if bar is not None:
+                bar.update(len(results[-1]))
+        return results
+    pool = executor if executor is not None else ProcessPoolExecutor(max_workers=jobs)
+    try:
+        futures = [pool.submit(function, *a) for a in args]
+        results = []
+        for future in futures:
+            results.append(future.result())
+            if bar is not None:
+                bar.update(len(results[-1]))
+        return results
+    finally:
+        if executor is None:
+            pool.shutdown()
+
+
 def _dense(features) -> np.ndarray:
     return np.asarray(features, dtype=np.float64)
 
@@ -88,28 +145,32 @@ def _dense(features) -> np.ndarray:
 def decode_corpus(job: DecodeJob, sentences: Sequence[str], executor: Executor | None = None,
                   jobs: int = 1, chunk_size: int = 16, progress: bool = False) -> list[SentenceOutput]:
     """Decode ``sentences`` in order; in this process when ``jobs == 1`` and no executor is given."""
+    return decode_requests([(job, range(len(sentences)))], sentences, executor, jobs, chunk_size,
+                           progress)[0]
+
+
+def decode_requests(requests: Sequence[tuple[DecodeJob, Sequence[int]]], sentences: Sequence[str],
+                    executor: Executor | None = None, jobs: int = 1, chunk_size: int = 16,
+                    progress: bool = False) -> list[list[SentenceOutput]]:
+    """Decode several (job, sentence indices) requests at once, e.g. each with its own weights.
+
+    All requests' chunks go to the executor together (online learners decode
+    every shard's mini-batch in one parallel call); the answer holds one list
+    of outputs per request, in the order of its indices.
+    """
     from tqdm import tqdm
-    chunks = [list(range(start, min(start + chunk_size, len(sentences))))
-              for start in range(0, len(sentences), chunk_size)]
-    bar = tqdm(total=len(sentences), desc="decode", unit="sent", disable=not progress)
-    results: list[SentenceOutput] = []
-    if executor is None and jobs <= 1:
-        for chunk in chunks:
-            results.extend(decode_chunk(job, chunk, [sentences[i] for i in chunk]))
-            bar.update(len(chunk))
-        bar.close()
-        return results
-    own = executor is None
-    pool = executor if executor is not None else ProcessPoolExecutor(max_workers=jobs)
+    chunks = []  # (request number, job, indices)
+    for number, (job, indices) in enumerate(requests):
+        indices = list(indices)
+        for start in range(0, len(indices), chunk_size):
+            chunks.append((number, job, indices[start:start + chunk_size]))
+    bar = tqdm(total=sum(len(c[2]) for c in chunks), desc="decode", unit="sent", disable=not progress)
     try:
-        futures = [pool.submit(decode_chunk, job, chunk, [sentences[i] for i in chunk])
-                   for chunk in chunks]
-        for future in futures:
-            part = future.result()
-            results.extend(part)
-            bar.update(len(part))
+        parts = _map_chunks(decode_chunk, [(job, chunk, [sentences[i] for i in chunk]) for _, job, chunk in chunks],
+                            executor, jobs, bar)
     finally:
         bar.close()
-        if own:
-            pool.shutdown()
+    results: list[list[SentenceOutput]] = [[] for _ in requests]
+    for (number, _, _), part in zip(chunks, parts):
+        results[number].extend(part)
     return results

@@ -2,7 +2,8 @@
 
 Imported by the tests, and run as a program: ``python fake_decoder.py decode --weights W
 --nbest OUT [--fail 1]`` writes a Moses n-best list like a decoder; ``python
-fake_decoder.py tune RUN_DIR`` runs a whole (slowed-down) TuningRun, to be killed.
+fake_decoder.py tune RUN_DIR [TUNER]`` runs a whole (slowed-down) TuningRun, to be killed
+(with a stand-in n-best tuner, or the named online tuner).
 """
 
 from __future__ import annotations
@@ -30,17 +31,37 @@ class FakeDecoder:
         self.pool = [[(" ".join(rng.choice(words, size=int(rng.integers(2, 7)))), rng.standard_normal(3))
                       for _ in range(30)] for _ in range(n_sentences)]
         self.delay = delay
+        self.requests = []  # every decode_batches call's (weights, indices), for the tests
+
+    def _top(self, sentence, weights):
+        pool = self.pool[sentence]
+        return np.argsort([-(f @ weights) for _, f in pool], kind="stable")[:5]
 
     def decode(self, weights, iteration):
         time.sleep(self.delay)
         builder = KBestBuilder(self.space)
         best = []
         for s, pool in enumerate(self.pool):
-            order = np.argsort([-(f @ weights) for _, f in pool], kind="stable")[:5]
+            order = self._top(s, weights)
             for j in order:
                 builder.add(s, pool[j][0], pool[j][1])
             best.append(pool[order[0]][0])
         return builder.build(len(self.pool)), best
+
+    def decode_batches(self, requests, iteration):
+        """Online tuners' decoding: the top 5 of some sentences' pools under per-request weights."""
+        time.sleep(self.delay / 4)
+        self.requests.append([(np.array(w, copy=True), list(indices)) for w, indices in requests])
+        lists = []
+        for weights, indices in requests:
+            builder = KBestBuilder(self.space)
+            for local, s in enumerate(indices):
+                for j in self._top(s, weights):
+                    builder.add(local, self.pool[s][j][0], self.pool[s][j][1])
+            kbest = builder.build(len(indices))
+            kbest.sentence_ids[:] = indices
+            lists.append(kbest)
+        return lists
 
 
 class RandomSearch(Tuner):
@@ -84,7 +105,11 @@ def main(argv) -> int:
         write_nbest(args["--weights"], args["--nbest"])
         return 0
     from tuners.loop import TuningRun
-    run = TuningRun(FakeDecoder(delay=0.15), REFS, RandomSearch(seed=5), argv[1], max_iter=12)
+    if len(argv) > 2:  # an online tuner by name, e.g. o-oro
+        run = TuningRun(FakeDecoder(delay=0.15), REFS, argv[2], argv[1], max_iter=12, seed=5,
+                        tuner_params={"batch_size": 2, "shards": 2})
+    else:
+        run = TuningRun(FakeDecoder(delay=0.15), REFS, RandomSearch(seed=5), argv[1], max_iter=12)
     run.run(np.array([0.0, 1.0, -1.0]))
     return 0
 

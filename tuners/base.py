@@ -13,11 +13,12 @@ Every random choice comes from ``numpy.random.default_rng(seed)`` made inside
 from __future__ import annotations
 
 import inspect
-from typing import Callable
+from typing import Callable, Protocol, Sequence
 
 import numpy as np
 
 from minismt.errors import InputError
+from minismt.features import FeatureSpace
 from minismt.kbest import KBest
 
 REGISTRY: dict[str, type["Tuner"]] = {}
@@ -28,6 +29,7 @@ class Tuner:
 
     name = "tuner"
     needs = "kbest"  # what fit() takes: "kbest" (n-best tuners), "hypergraph" or "decoder" (online)
+    accumulate = "merge"  # the tuning loop's default accumulation for this tuner (listwise: "aggregate")
 
     def get_params(self) -> dict:
         """The constructor's keyword arguments and their current values."""
@@ -63,6 +65,53 @@ class Tuner:
         if not np.all(np.isfinite(w)):
             raise InputError("start weights contain NaN or inf", expected="finite weights")
         return w.astype(np.float64, copy=True)
+
+
+class BatchSource(Protocol):
+    """What an online tuner decodes with: some dev sentences under given weights, scored."""
+
+    space: FeatureSpace
+    n_sentences: int
+
+    def decode(self, requests: Sequence[tuple[np.ndarray, Sequence[int]]]) -> list[KBest]:
+        """One k-best list with BLEU statistics per ``(weights, dev sentence indices)`` request."""
+
+
+class OnlineTuner(Tuner):
+    """A tuner that decodes as it learns (``needs = "decoder"``).
+
+    ``fit(source, w0, state)`` makes one round over the dev set (one outer
+    iteration of the tuning loop), decoding mini-batches through ``source``;
+    it leaves ``state_``, a JSON-serialisable dict (e.g. the step counter of a
+    learning-rate schedule) that the loop checkpoints and passes to the next
+    round, so that a resumed run continues exactly where it stopped.
+    """
+
+    needs = "decoder"
+
+    def fit(self, source: BatchSource, w0, state: dict | None = None) -> np.ndarray:
+        raise TypeError(f"{type(self).__name__} does not implement fit")
+
+    @staticmethod
+    def check_start(source: BatchSource, w0) -> np.ndarray:
+        return start_weights(source.space, w0)
+
+
+def start_weights(space: FeatureSpace, w0) -> np.ndarray:
+    """A start point as a finite float64 array over ``space``: a ``{name: weight}`` dict naming every
+    dense feature, or an array of at least the dense weights (missing sparse weights are 0)."""
+    if isinstance(w0, dict):
+        w = space.weights(w0, grow=False, require_dense=True)
+    else:
+        w = np.asarray(w0, dtype=np.float64)
+        if w.ndim != 1 or not space.n_dense <= w.shape[0] <= len(space):
+            raise InputError(f"start weights of shape {w.shape}",
+                             expected=f"a weight for each of the {space.n_dense} dense features "
+                                      f"(and at most the {len(space) - space.n_dense} sparse ones)")
+        w = np.concatenate([w, np.zeros(len(space) - w.shape[0])])
+    if not np.all(np.isfinite(w)):
+        raise InputError("start weights contain NaN or inf", expected="finite weights")
+    return w
 
 
 def register(name: str) -> Callable[[type[Tuner]], type[Tuner]]:

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from concurrent.futures import Executor
+from concurrent.futures import Executor, ProcessPoolExecutor
 from typing import Sequence
 
 import numpy as np
 
 from minismt.features import FeatureSpace
 from minismt.kbest import KBest, KBestBuilder
-from minismt.parallel import DecodeJob, decode_corpus
+from minismt.parallel import DecodeJob, decode_corpus, decode_requests, force_corpus
 from minismt.train import load_manifest
 
 
@@ -34,20 +34,69 @@ class MinismtDevDecoder:
         self.stack_size = stack_size
         self.distortion_limit = distortion_limit
         self.progress = progress
+        self._pool: ProcessPoolExecutor | None = None
+
+    def _job(self, weights: np.ndarray) -> DecodeJob:
+        return DecodeJob(self.model_dir, weights=self.space.weights_dict(weights),
+                         stack_size=self.stack_size, distortion_limit=self.distortion_limit,
+                         kbest=self.kbest, distinct=True)
+
+    def _executor(self) -> Executor | None:
+        """The caller's executor, or a process pool kept for the decoder's lifetime (workers load
+        the model once, not once per decode)."""
+        if self.executor is None and self.jobs > 1 and self._pool is None:
+            self._pool = ProcessPoolExecutor(max_workers=self.jobs)
+        return self.executor if self.executor is not None else self._pool
+
+    def close(self) -> None:
+        """Shut down the decoder's own process pool, if it made one."""
+        if self._pool is not None:
+            self._pool.shutdown()
+            self._pool = None
+
+    def _kbest(self, outputs, sentence_ids=None) -> KBest:
+        builder = KBestBuilder(self.space)
+        for local, output in enumerate(outputs):
+            for text, _, features in output.kbest:
+                builder.add(local, text, features[: self.space.n_dense])
+        kbest = builder.build(len(outputs))
+        if sentence_ids is not None:
+            kbest.sentence_ids[:] = sentence_ids
+        return kbest
 
     def decode(self, weights: np.ndarray, iteration: int) -> tuple[KBest, list[str]]:
-        job = DecodeJob(self.model_dir, weights=self.space.weights_dict(weights),
-                        stack_size=self.stack_size, distortion_limit=self.distortion_limit,
-                        kbest=self.kbest, distinct=True)
-        outputs = decode_corpus(job, self.sentences, executor=self.executor, jobs=self.jobs,
-                                progress=self.progress)
-        builder = KBestBuilder(self.space)
-        for output in outputs:
-            for text, _, features in output.kbest:
-                builder.add(output.index, text, features[: self.space.n_dense])
-        kbest = builder.build(len(self.sentences))
+        outputs = decode_corpus(self._job(weights), self.sentences, executor=self._executor(),
+                                jobs=self.jobs, progress=self.progress)
+        kbest = self._kbest(outputs)
         kbest.iterations[:] = iteration
         return kbest, [o.best for o in outputs]
+
+    def force(self, weights: np.ndarray, references: Sequence[str], iteration: int) -> KBest:
+        """Forced decoding of every dev sentence into its reference under ``weights``: one instance
+        per sentence holding the best reference derivation's features, empty when the reference
+        cannot be reached (structured SVMs use these as the reference's feature vector)."""
+        found = force_corpus(self._job(weights), self.sentences, list(references),
+                             executor=self._executor(), jobs=self.jobs)
+        builder = KBestBuilder(self.space)
+        for index, (reference, features) in enumerate(zip(references, found)):
+            if features is not None:
+                builder.add(index, reference, features[: self.space.n_dense])
+        kbest = builder.build(len(self.sentences))
+        kbest.iterations[:] = iteration
+        return kbest
+
+    def decode_batches(self, requests: Sequence[tuple[np.ndarray, Sequence[int]]],
+                       iteration: int) -> list[KBest]:
+        """The k-best lists of some dev sentences under per-request weights (online tuners):
+        one KBest per ``(weights, sentence indices)`` request, its ``sentence_ids`` the indices."""
+        outputs = decode_requests([(self._job(w), list(indices)) for w, indices in requests],
+                                  self.sentences, executor=self._executor(), jobs=self.jobs)
+        lists = []
+        for (_, indices), answer in zip(requests, outputs):
+            kbest = self._kbest(answer, np.asarray(list(indices), dtype=np.int64))
+            kbest.iterations[:] = iteration
+            lists.append(kbest)
+        return lists
 
 
 class CommandDevDecoder:

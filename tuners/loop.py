@@ -10,7 +10,12 @@ Moses and cdec plugins provide others) and any registered n-best tuner:
    tuners) or ``none`` (this iteration's list only), optionally starting afresh
    every ``reset_after`` iterations (the APRO paper's reset),
 3. ``w_{t+1} = tuner.fit(accumulated, w_t)`` with the tuner seeded by
-   (seed, t),
+   (seed, t); an online tuner (``needs == "decoder"``) instead makes one
+   round over the dev set, decoding its own mini-batches, and its state
+   (e.g. its learning-rate step) is checkpointed with the weights; a tuner
+   whose ``fit`` takes ``reference`` (structured SVMs) also gets the forced
+   decoding of each sentence's first reference under ``w_t`` when the
+   decoder can force (``decoder.force``),
 4. write a checkpoint (weights, accumulated list, history) atomically.
 
 It stops after ``max_iter`` iterations or when decoding adds no new hypothesis
@@ -22,6 +27,7 @@ checkpoint and every random choice is seeded by (seed, iteration).
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import time
@@ -35,7 +41,7 @@ from minismt.features import FeatureSpace
 from minismt.io import atomic_write, write_lines
 from minismt.kbest import KBest
 from minismt.metrics import BleuReferences, corpus_bleu_from_stats
-from tuners.base import Tuner, get_tuner
+from tuners.base import Tuner, get_tuner, start_weights
 
 CHECKPOINT = "checkpoint.json"
 ACCUMULATED = "accumulated.npz"
@@ -70,7 +76,8 @@ class TuningRun:
     references : one list of reference strings per dev sentence.
     tuner : a registered tuner name or a :class:`Tuner` instance.
     run_dir : where checkpoints, the log and ``weights.final`` go.
-    accumulate : ``merge`` | ``aggregate`` | ``none``.
+    accumulate : ``merge`` | ``aggregate`` | ``none``; None: the tuner's own default
+        (``Tuner.accumulate``: ``aggregate`` for the listwise tuners, else ``merge``).
     reset_after : start accumulating afresh every N iterations (None: never).
     max_iter : at most this many decoding iterations.
     seed : seeds the tuner of iteration t with (seed, t).
@@ -79,15 +86,18 @@ class TuningRun:
     """
 
     def __init__(self, decoder: DevDecoder, references: Sequence[Sequence[str]], tuner,
-                 run_dir: str | os.PathLike, accumulate: str = "merge", reset_after: int | None = None,
+                 run_dir: str | os.PathLike, accumulate: str | None = None, reset_after: int | None = None,
                  max_iter: int = 10, seed: int = 0, return_best: bool = True,
                  lowercase: bool = False, tuner_params: dict | None = None):
+        if accumulate is None:
+            accumulate = (tuner if isinstance(tuner, Tuner) else _tuner_class(tuner)).accumulate
         if accumulate not in ("merge", "aggregate", "none"):
             raise InputError(f"accumulate={accumulate!r}", expected="'merge', 'aggregate' or 'none'")
         if max_iter < 1:
             raise InputError(f"max_iter={max_iter}", expected="at least 1")
         self.decoder = decoder
         self.references = BleuReferences(references, lowercase=lowercase)
+        self.first_references = [refs[0] for refs in references]  # forced decoding's targets
         self.tuner = tuner
         self.tuner_params = dict(tuner_params or {})
         self.run_dir = os.fspath(run_dir)
@@ -97,6 +107,7 @@ class TuningRun:
         self.seed = seed
         self.return_best = return_best
         self.history: list[IterationRecord] = []
+        self.tuner_state: dict | None = None  # an online tuner's state between rounds
 
     # ---- the tuner of one iteration ------------------------------------------------
     def _tuner(self, iteration: int) -> Tuner:
@@ -120,7 +131,7 @@ class TuningRun:
         state = {"iteration": iteration, "weights": [float(x) for x in weights],
                  "space": self.decoder.space.to_json(), "parts": len(parts), "done": done,
                  "history": [r.__dict__ for r in self.history], "seed": self.seed,
-                 "accumulate": self.accumulate, "max_iter": self.max_iter}
+                 "accumulate": self.accumulate, "max_iter": self.max_iter, "tuner_state": self.tuner_state}
         with atomic_write(self._path(CHECKPOINT)) as out:
             json.dump(state, out)
         for name in os.listdir(self.run_dir):  # older iterations' lists are no longer needed
@@ -142,23 +153,14 @@ class TuningRun:
         parts = [KBest.load(self._path(f"accumulated.{state['iteration']}.{k}.npz"), self.decoder.space)
                  for k in range(state["parts"])]
         self.history = [IterationRecord(**r) for r in state["history"]]
+        self.tuner_state = state.get("tuner_state")
         return state, parts
 
     # ---- the loop ------------------------------------------------------------------------
     def run(self, w0) -> np.ndarray:
         """Tune from ``w0`` (or resume); returns the final weights and writes ``weights.final``."""
         space = self.decoder.space
-        if isinstance(w0, dict):
-            weights = space.weights(w0, grow=False, require_dense=True)
-        else:
-            weights = np.asarray(w0, dtype=np.float64)
-            if weights.ndim != 1 or not space.n_dense <= weights.shape[0] <= len(space):
-                raise InputError(f"start weights of shape {weights.shape}",
-                                 expected=f"a weight for each of the {space.n_dense} dense features "
-                                          f"(and at most the {len(space) - space.n_dense} sparse ones)")
-            weights = np.concatenate([weights, np.zeros(len(space) - weights.shape[0])])
-        if not np.all(np.isfinite(weights)):
-            raise InputError("start weights contain NaN or inf", expected="finite weights")
+        weights = start_weights(space, w0)
         accumulated: KBest | list[KBest] | None = None
         start = 0
         loaded = self._load()
@@ -182,7 +184,15 @@ class TuningRun:
             accumulated = self._accumulate(accumulated, kbest)
             data = KBest.aggregate(accumulated) if isinstance(accumulated, list) else accumulated
             tuner = self._tuner(t)
-            w_next = np.asarray(tuner.fit(data, weights), dtype=np.float64)
+            if tuner.needs == "decoder":
+                source = _BatchSource(self.decoder, self.references, t)
+                w_next = np.asarray(tuner.fit(source, weights, state=self.tuner_state), dtype=np.float64)
+                self.tuner_state = getattr(tuner, "state_", None)
+            elif "reference" in inspect.signature(tuner.fit).parameters and hasattr(self.decoder, "force"):
+                forced = self.decoder.force(weights, self.first_references, t)
+                w_next = np.asarray(tuner.fit(data, weights, reference=forced), dtype=np.float64)
+            else:
+                w_next = np.asarray(tuner.fit(data, weights), dtype=np.float64)
             tuned_bleu = data.bleu(w_next)
             self.history.append(IterationRecord(t, dev_bleu, tuned_bleu, data.n_hypotheses, new,
                                                 round(time.perf_counter() - began, 3),
@@ -222,9 +232,33 @@ class TuningRun:
         return final
 
 
+def _tuner_class(name: str) -> type[Tuner]:
+    return type(get_tuner(name))
+
+
 def _new_hypotheses(accumulated, kbest: KBest) -> int:
     """Hypotheses of ``kbest`` not in the merged list (merge) or in the previous iteration's list."""
     if accumulated is None:
         return kbest.n_hypotheses
     previous = accumulated[-1] if isinstance(accumulated, list) else accumulated
     return previous.merge(kbest).n_hypotheses - previous.n_hypotheses
+
+
+class _BatchSource:
+    """Online tuners' view of the dev decoder: some sentences under given weights, with statistics."""
+
+    def __init__(self, decoder: DevDecoder, references: BleuReferences, iteration: int):
+        if not hasattr(decoder, "decode_batches"):
+            raise InputError(f"{type(decoder).__name__} decodes the whole dev set only",
+                             expected="a decoder with decode_batches (minismt's) for an online tuner")
+        self.decoder = decoder
+        self.references = references
+        self.iteration = iteration
+        self.space = decoder.space
+        self.n_sentences = references.n_sentences
+
+    def decode(self, requests) -> list[KBest]:
+        lists = self.decoder.decode_batches(requests, self.iteration)
+        for kbest in lists:
+            kbest.set_stats(self.references.kbest_stats(kbest))
+        return lists

@@ -141,6 +141,16 @@ class KBest:
             out[self.space.name(int(index))] = float(value)
         return out
 
+    def feature_matrix(self) -> np.ndarray:
+        """All features as one dense ``[N, len(space)]`` array (dense block, then sparse columns);
+        meant for small lists such as an online learner's mini-batch."""
+        out = np.zeros((self.n_hypotheses, len(self.space)))
+        out[:, : self.space.n_dense] = self.features
+        if self.indices.size:
+            rows = np.repeat(np.arange(self.n_hypotheses), np.diff(self.indptr))
+            np.add.at(out, (rows, self.indices), self.values)
+        return out
+
     def set_stats(self, stats) -> None:
         stats = np.ascontiguousarray(stats, dtype=np.int32)
         if stats.shape != (self.n_hypotheses, N_STATS):
