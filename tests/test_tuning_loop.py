@@ -69,16 +69,18 @@ def _reached(run_dir: Path, iteration: int, proc, timeout: float = 60.0) -> bool
     return False
 
 
-def test_killed_runs_resume_to_bit_identical_weights(tmp_path):
+@pytest.mark.parametrize("tuner", [[], ["o-oro"]], ids=["kbest-tuner", "online-tuner"])
+def test_killed_runs_resume_to_bit_identical_weights(tmp_path, tuner):
     """SIGKILL during start-up, and at random moments after checkpoints 0, 1 and 3 (mid-iteration
-    or mid-save); every restart resumes, and the final weights equal an uninterrupted run's."""
-    subprocess.run([sys.executable, PROGRAM, "tune", str(tmp_path / "clean")], check=True, env=ENV)
+    or mid-save); every restart resumes, and the final weights equal an uninterrupted run's
+    (for an online tuner too: its learning-rate step is in the checkpoint)."""
+    subprocess.run([sys.executable, PROGRAM, "tune", str(tmp_path / "clean")] + tuner, check=True, env=ENV)
     reference = (tmp_path / "clean" / "weights.final").read_text()
     rng = random.Random(4)
     killed = tmp_path / "killed"
     kills = 0
     for target in (None, 0, 1, 3):
-        proc = subprocess.Popen([sys.executable, PROGRAM, "tune", str(killed)], env=ENV)
+        proc = subprocess.Popen([sys.executable, PROGRAM, "tune", str(killed)] + tuner, env=ENV)
         if target is None:
             time.sleep(rng.uniform(0.05, 0.3))
         elif not _reached(killed, target, proc):
@@ -89,7 +91,7 @@ def test_killed_runs_resume_to_bit_identical_weights(tmp_path):
             proc.send_signal(signal.SIGKILL)
             kills += 1
         proc.wait()
-    subprocess.run([sys.executable, PROGRAM, "tune", str(killed)], check=True, env=ENV)
+    subprocess.run([sys.executable, PROGRAM, "tune", str(killed)] + tuner, check=True, env=ENV)
     assert kills >= 3, "the test should interrupt the run several times"
     assert (killed / "weights.final").read_text() == reference
 
@@ -105,3 +107,13 @@ def test_command_decoder_drives_the_loop_and_reports_failures(tmp_path):
     failing = CommandDevDecoder(command + ["--fail", "1"], space, len(REFS), str(tmp_path / "work2"))
     with pytest.raises(InputError, match="model file not found"):
         failing.decode(w0, 0)
+
+
+def test_accumulation_defaults_to_the_tuners_own(tmp_path):
+    """Listwise tuners get instance aggregating by default, the others Moses' merging; either can be chosen."""
+    assert TuningRun(FakeDecoder(), REFS, "listmle-te", tmp_path / "a").accumulate == "aggregate"
+    assert TuningRun(FakeDecoder(), REFS, "mert", tmp_path / "b").accumulate == "merge"
+    assert TuningRun(FakeDecoder(), REFS, "listmle", tmp_path / "c", accumulate="merge").accumulate == "merge"
+    run = TuningRun(FakeDecoder(), REFS, "listnet", tmp_path / "d", max_iter=3, seed=1)
+    run.run(np.array([0.0, 1.0, -1.0]))
+    assert [r.hypotheses for r in run.history] == [30, 60, 90][: len(run.history)]
