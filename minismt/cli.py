@@ -256,7 +256,10 @@ def _add_tune(sub) -> None:
     p.add_argument("--dev-src", required=True, metavar="FILE", help="dev source sentences, tokenised")
     p.add_argument("--dev-ref", required=True, action="append", metavar="FILE",
                    help="dev references; repeat for several")
-    p.add_argument("--tuner", required=True, metavar="NAME", help="tuner name, e.g. mert, pro, apro, kbmira")
+    p.add_argument("--tuner", required=True, metavar="NAME",
+                   help="the tuner: mert, pro, apro, kbmira (n-best); oro, o-oro (online, decode "
+                        "their own mini-batches); listnet, listnet-te, listmle, listmle-top5, "
+                        "listmle-te (listwise); structsvm (structured SVM)")
     p.add_argument("--run-dir", required=True, metavar="DIR", help="checkpoints, log and weights.final")
     p.add_argument("--init", metavar="FILE",
                    help="start weights ('name value' lines, one for every feature of the model); "
@@ -264,8 +267,9 @@ def _add_tune(sub) -> None:
     p.add_argument("--iterations", type=int, default=10, metavar="N", help="at most N decoding iterations (10)")
     p.add_argument("--seed", type=int, default=0, metavar="S", help="seed of every random choice (0)")
     p.add_argument("--kbest", type=int, default=100, metavar="K", help="distinct k-best per sentence (100)")
-    p.add_argument("--accumulate", choices=["merge", "aggregate", "none"], default="merge",
-                   help="how k-best lists are kept across iterations (default merge)")
+    p.add_argument("--accumulate", choices=["merge", "aggregate", "none"], default=None,
+                   help="how k-best lists are kept across iterations (default: merge, as Moses; "
+                        "aggregate, each iteration's list its own instance, for the listwise tuners)")
     p.add_argument("--reset-after", type=int, default=None, metavar="N",
                    help="start accumulating afresh every N iterations (APRO paper)")
     p.add_argument("--keep", choices=["best", "last"], default="best",

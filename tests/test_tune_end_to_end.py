@@ -22,7 +22,7 @@ def system(tmp_path_factory):
     return data, model
 
 
-@pytest.mark.parametrize("tuner", ["mert", "pro", "apro", "kbmira"])
+@pytest.mark.parametrize("tuner", ["mert", "pro", "apro", "kbmira", "o-oro", "listmle-te", "structsvm"])
 def test_tune_runs_and_writes_weights(system, tuner, tmp_path):
     data, model = system
     run_dir = tmp_path / tuner
@@ -80,3 +80,24 @@ def test_tune_init_weights_must_cover_the_model(system, tmp_path, capsys):
 def json_history(run_dir):
     import json
     return json.loads((run_dir / "history.json").read_text())
+
+
+def test_forced_decoding_gives_reference_features(system):
+    """The dev decoder's forced decoding: reachable references get the features of a derivation of
+    exactly that string, scoring no higher than the free 1-best; unreachable ones an empty instance."""
+    data, model = system
+    from tuners.devdecoder import MinismtDevDecoder
+    sources, references = read_lines(data / "dev.src")[:15], read_lines(data / "dev.tgt")[:15]
+    decoder = MinismtDevDecoder(str(model), sources, kbest=5, stack_size=50)
+    w = decoder.default_weights
+    forced = decoder.force(w, references, iteration=0)
+    kbest, _ = decoder.decode(w, 0)
+    assert forced.n_instances == 15
+    reachable = [i for i in range(15) if forced.offsets[i + 1] > forced.offsets[i]]
+    # verb-final to verb-second reordering puts many references beyond the distortion limit
+    assert 1 <= len(reachable) < 15
+    best_scores = kbest.scores(w)
+    for i in reachable:
+        row = forced.offsets[i]
+        assert forced.hypothesis(row) == references[i]
+        assert forced.scores(w)[row] <= best_scores[kbest.offsets[i]] + 1e-9

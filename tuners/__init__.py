@@ -4,6 +4,6 @@ Importing this package registers every tuner in :data:`tuners.base.REGISTRY`.
 """
 
 from tuners.base import REGISTRY, Tuner, get_tuner, register
-from tuners import apro, kbmira, listwise, mert, oro, pro  # noqa: E402,F401  (importing registers each tuner)
+from tuners import apro, kbmira, listwise, mert, oro, pro, structsvm  # noqa: E402,F401  (importing registers each tuner)
 
 __all__ = ["REGISTRY", "Tuner", "get_tuner", "register"]
