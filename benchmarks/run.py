@@ -29,6 +29,7 @@ BENCHMARKS = {
     "apro-scaling": "apro_scaling",
     "decode-speed": "decode_speed",
     "tuner-quality": "tuner_quality",
+    "tuner-comparison": "tuner_comparison",
 }
 
 

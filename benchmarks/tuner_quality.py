@@ -27,15 +27,15 @@ DEFAULT_RUNS = [("mert", 0), ("kbmira", 0), ("apro", 0), ("apro", 1), ("apro", 2
 
 
 def run(quick: bool = False, iterations: int = 6, stack: int = 100, jobs: int = 2,
-        corpus: str = "multi30k-de-en", runs=None, partial_json: str | None = None) -> dict:
-    """Train on ``corpus``, tune with each ``(tuner, seed)`` of ``runs``, decode test with every iteration.
+        corpus: str = "multi30k-de-en", runs=None, partial_json: str | None = None,
+        test_every_iteration: bool = True) -> dict:
+    """Train on ``corpus``, tune with each ``(tuner, seed[, params])`` of ``runs``, decode test with the weights
+    of every iteration (or, without ``test_every_iteration``, only with the final ones).
 
     ``partial_json``: a file rewritten after every tuning run with the results so far.
     """
     from corpora.fetch import fetch
     from minismt.io import read_lines
-    from minismt.metrics import corpus_bleu
-    from minismt.parallel import DecodeJob, decode_corpus
     from minismt.train import Trainer, TrainingConfig
     from tuners.devdecoder import MinismtDevDecoder
     from tuners.loop import TuningRun
@@ -53,41 +53,66 @@ def run(quick: bool = False, iterations: int = 6, stack: int = 100, jobs: int = 
         if runs is None:
             runs = [("mert", 0), ("kbmira", 0), ("apro", 0), ("pro", 0)] if quick else DEFAULT_RUNS
         results = []
-        for tuner, seed in runs:
+        for spec in runs:
+            tuner, seed = spec[0], spec[1]
+            params = spec[2] if len(spec) > 2 else {}
+            label = tuner + "".join(f" {k}={v}" for k, v in sorted(params.items()))
             decoder = MinismtDevDecoder(str(model), dev_src, kbest=100, jobs=jobs, stack_size=stack)
-            run_dir = Path(tmp) / f"{tuner}-{seed}"
+            run_dir = Path(tmp) / f"run-{len(results)}"
             started = time.perf_counter()
             tuning = TuningRun(decoder, [[r] for r in dev_ref], tuner, run_dir, max_iter=iterations,
-                               seed=seed)
+                               seed=seed, tuner_params=params)
             final = tuning.run(decoder.default_weights)
             seconds = time.perf_counter() - started
+            decoder.close()
             per_iteration = []
+            test_bleu = {}
             for record in tuning.history:
-                job = DecodeJob(str(model), weights=decoder.space.weights_dict(np.array(record.weights)),
-                                stack_size=stack)
-                test_out = [o.best for o in decode_corpus(job, test_src, jobs=jobs)]
+                weights = tuple(record.weights)
+                if test_every_iteration and weights not in test_bleu:
+                    test_bleu[weights] = _test_bleu(model, weights, decoder.space, test_src, test_ref, stack, jobs)
                 per_iteration.append({"iteration": record.iteration, "dev_bleu": round(100 * record.dev_bleu, 2),
-                                      "test_bleu": round(100 * corpus_bleu(test_out, [[r] for r in test_ref]), 2),
-                                      "seconds": record.seconds})
-            job = DecodeJob(str(model), weights=decoder.space.weights_dict(final), stack_size=stack)
-            test_final = [o.best for o in decode_corpus(job, test_src, jobs=jobs)]
-            results.append({"tuner": tuner, "seed": seed, "tuning_seconds": round(seconds, 1),
-                            "iterations": per_iteration, "final_weights": [float(x) for x in final],
-                            "final_test_bleu": round(100 * corpus_bleu(test_final, [[r] for r in test_ref]), 2)})
+                                      "test_bleu": test_bleu.get(weights), "seconds": record.seconds})
+            final_key = tuple(float(x) for x in final)
+            if final_key not in test_bleu:
+                test_bleu[final_key] = _test_bleu(model, final_key, decoder.space, test_src, test_ref, stack, jobs)
+            best_dev = max(r.dev_bleu for r in tuning.history)
+            results.append({"tuner": label, "seed": seed, "tuning_seconds": round(seconds, 1),
+                            "iterations": per_iteration, "final_weights": list(final_key),
+                            "final_dev_bleu": round(100 * best_dev, 2), "final_test_bleu": test_bleu[final_key]})
             if partial_json:
                 with open(partial_json, "w", encoding="utf-8") as out:
                     json.dump(results, out)
+    summary = summarize(results)
+    return {"corpus": corpus, "dev_sentences": len(dev_src), "test_sentences": len(test_src), "iterations": iterations,
+            "stack": stack, "summary": summary, "runs": results,
+            "moses": {"mert_test_2016": 39.99, "kbmira_test_2016": 40.36, "untuned_test_2016": 39.93}}
+
+
+def summarize(results: list[dict]) -> dict:
+    """Per tuner: runs, dev and test BLEU mean and spread (test std too), identical weights over runs."""
     summary = {}
     for name in sorted({r["tuner"] for r in results}):
         mine = [r for r in results if r["tuner"] == name]
         tests = [r["final_test_bleu"] for r in mine]
-        summary[name] = {"test_bleu_mean": round(statistics.mean(tests), 2),
+        devs = [max(i["dev_bleu"] for i in r["iterations"]) for r in mine]  # the returned weights' dev BLEU
+        summary[name] = {"runs": len(mine), "dev_bleu_mean": round(statistics.mean(devs), 2),
+                         "dev_bleu_spread": round(max(devs) - min(devs), 2),
+                         "test_bleu_mean": round(statistics.mean(tests), 2),
+                         "test_bleu_std": round(statistics.pstdev(tests), 2),
                          "test_bleu_spread": round(max(tests) - min(tests), 2),
                          "identical_weights_over_runs": all(r["final_weights"] == mine[0]["final_weights"]
                                                             for r in mine)}
-    return {"corpus": corpus, "dev_sentences": len(dev_src), "test_sentences": len(test_src), "iterations": iterations,
-            "stack": stack, "summary": summary, "runs": results,
-            "moses": {"mert_test_2016": 39.99, "kbmira_test_2016": 40.36, "untuned_test_2016": 39.93}}
+    return summary
+
+
+def _test_bleu(model, weights, space, test_src, test_ref, stack: int, jobs: int) -> float:
+    """Test-set BLEU (sacrebleu-equal, tokenised lowercased references) of the weights' 1-best."""
+    from minismt.metrics import corpus_bleu
+    from minismt.parallel import DecodeJob, decode_corpus
+    job = DecodeJob(str(model), weights=space.weights_dict(np.array(weights)), stack_size=stack)
+    output = [o.best for o in decode_corpus(job, test_src, jobs=jobs)]
+    return round(100 * corpus_bleu(output, [[r] for r in test_ref]), 2)
 
 
 if __name__ == "__main__":
@@ -98,8 +123,9 @@ if __name__ == "__main__":
     parser.add_argument("--iterations", type=int, default=6)
     parser.add_argument("--partial-json", default=None)
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--final-test-only", action="store_true", help="decode test with the final weights only")
     args = parser.parse_args()
     chosen = None if args.runs is None else [(item.split(":")[0], int(item.split(":")[1]))
                                              for item in args.runs.split(",")]
     print(json.dumps(run(quick=args.quick, iterations=args.iterations, corpus=args.corpus, runs=chosen,
-                         partial_json=args.partial_json)))
+                         partial_json=args.partial_json, test_every_iteration=not args.final_test_only)))

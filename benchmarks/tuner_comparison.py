@@ -1,0 +1,112 @@
+"""Every tuner on Multi30k: dev/test BLEU over 3 seeds, a table and convergence curves.
+
+The issue-6 comparison: MERT, PRO, APRO, k-best MIRA, ORO, O-ORO, ListNet,
+ListMLE, top-5 ListMLE, ListMLE-TE and the structured SVM (with forced-decoding
+references, and with oracle surrogates only), each tuned with seeds 0, 1 and 2
+(the deterministic APRO and structured SVM once) for 6 iterations on the 1,014-sentence dev set (100-best,
+stack 100; each tuner with its own accumulation default: merging, instance
+aggregating for the listwise ones), then test_2016 decoded with the weights
+of the best dev BLEU. Prints the JSON of :func:`tuner_quality.run` plus a
+markdown table (``table``) and writes the dev-BLEU-per-iteration curves
+(mean over seeds, the papers' convergence figures) to ``--png``.
+
+``python benchmarks/tuner_comparison.py --corpus multi30k-fr-en --png curves.png``;
+``--from-json FILE`` redraws the table and figure from an earlier run's output.
+Quick mode (``run.py tuner-comparison --quick``): 200 sentences, 2 iterations, one seed.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import tuner_quality  # noqa: E402
+
+TUNERS = ["mert", "pro", "apro", "kbmira", "oro", "o-oro", "listnet", "listmle", "listmle-top5",
+          "listmle-te", "structsvm", "structsvm correct=oracle"]
+SEEDS = [0, 1, 2]
+DETERMINISTIC = {"apro", "structsvm"}  # no random choice: one run stands for every seed
+
+
+def comparison_runs(quick: bool) -> list[tuple]:
+    """(tuner, seed, params) of the comparison: seeded tuners 3 times, deterministic ones once."""
+    runs = []
+    for label in TUNERS:
+        name, *options = label.split()
+        params = dict(option.split("=") for option in options)
+        seeds = [0] if quick or name in DETERMINISTIC else SEEDS
+        runs.extend((name, seed, params) for seed in seeds)
+    return runs
+
+
+def table(result: dict) -> str:
+    """Markdown: tuner, runs, dev BLEU mean (spread), test BLEU mean, std and spread."""
+    lines = ["| tuner | runs | dev BLEU mean (spread) | test BLEU mean | test std | test spread |",
+             "|---|---|---|---|---|---|"]
+    for name in [t for t in TUNERS if t in result["summary"]] + \
+            sorted(set(result["summary"]) - set(TUNERS)):
+        s = result["summary"][name]
+        lines.append(f"| {name} | {s['runs']} | {s['dev_bleu_mean']:.2f} ({s['dev_bleu_spread']:.2f}) | "
+                     f"{s['test_bleu_mean']:.2f} | {s['test_bleu_std']:.2f} | {s['test_bleu_spread']:.2f} |")
+    return "\n".join(lines)
+
+
+def curves(result: dict, path: str) -> None:
+    """Dev BLEU of the weights decoded at each iteration, mean over seeds, one line per tuner."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    figure, axes = plt.subplots(figsize=(8, 5))
+    for name in [t for t in TUNERS if t in result["summary"]]:
+        runs = [r for r in result["runs"] if r["tuner"] == name]
+        length = max(len(r["iterations"]) for r in runs)
+        means = []
+        for i in range(length):
+            values = [r["iterations"][i]["dev_bleu"] for r in runs if i < len(r["iterations"])]
+            means.append(statistics.mean(values))
+        axes.plot(range(1, length + 1), means, marker="o", label=name)
+    axes.set_xlabel("iteration (weights decoded)")
+    axes.set_ylabel("dev BLEU")
+    axes.set_title(f"{result['corpus']}: dev BLEU per iteration (mean over seeds)")
+    axes.grid(alpha=0.3)
+    axes.legend(ncol=2, fontsize=8)
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+
+
+def run(quick: bool = False, corpus: str = "multi30k-de-en", png: str | None = None,
+        partial_json: str | None = None) -> dict:
+    result = tuner_quality.run(quick=quick, corpus=corpus, runs=comparison_runs(quick), partial_json=partial_json,
+                               test_every_iteration=False)
+    result["table"] = table(result)
+    if png:
+        curves(result, png)
+        result["png"] = png
+    return result
+
+
+if __name__ == "__main__":
+    import argparse
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--corpus", default="multi30k-de-en")
+    parser.add_argument("--png", default=None, help="write the convergence curves here")
+    parser.add_argument("--partial-json", default=None)
+    parser.add_argument("--from-json", default=None, help="redraw from an earlier run's JSON output")
+    parser.add_argument("--quick", action="store_true")
+    args = parser.parse_args()
+    if args.from_json:
+        with open(args.from_json, encoding="utf-8") as handle:
+            earlier = json.loads(handle.read().strip().splitlines()[-1])
+        if isinstance(earlier, list):  # a --partial-json file: the runs so far
+            earlier = {"corpus": args.corpus, "runs": earlier, "summary": tuner_quality.summarize(earlier)}
+        print(table(earlier))
+        if args.png:
+            curves(earlier, args.png)
+    else:
+        print(json.dumps(run(quick=args.quick, corpus=args.corpus, png=args.png,
+                             partial_json=args.partial_json)))
