@@ -23,6 +23,8 @@ import math
 import numpy as np
 from numba import njit
 
+from minismt.kbest._kernels import row_score
+
 N_STATS = 9
 MAX_ORDER = 4
 REF_LEN = 2 * MAX_ORDER
@@ -56,17 +58,6 @@ def background_bleu(stats, row, bg):
 
 
 @njit(cache=True)
-def model_score(features, indptr, indices, values, w, row):
-    """``w . h`` of hypothesis ``row`` (dense and sparse)."""
-    acc = 0.0
-    for k in range(features.shape[1]):
-        acc += features[row, k] * w[k]
-    for j in range(indptr[row], indptr[row + 1]):
-        acc += values[j] * w[indices[j]]
-    return acc
-
-
-@njit(cache=True)
 def hope_fear(lo, hi, features, indptr, indices, values, stats, w, bg):
     """Rows of hope ``argmax w.h + B(h)``, fear ``argmax w.h - B(h)`` and model ``argmax w.h`` in ``lo:hi``.
 
@@ -77,7 +68,7 @@ def hope_fear(lo, hi, features, indptr, indices, values, stats, w, bg):
     hope_score = fear_score = best_score = 0.0
     hope_bleu = fear_bleu = 0.0
     for row in range(lo, hi):
-        score = model_score(features, indptr, indices, values, w, row)
+        score = row_score(features, indptr, indices, values, w, row)
         bleu = background_bleu(stats, row, bg)
         if row == lo or score + bleu > hope_score:
             hope_score = score + bleu
@@ -206,7 +197,7 @@ def model_best_stats(offsets, features, indptr, indices, values, stats, w):
         best = -1
         top = 0.0
         for row in range(lo, hi):
-            score = model_score(features, indptr, indices, values, w, row)
+            score = row_score(features, indptr, indices, values, w, row)
             if best < 0 or score > top:
                 top = score
                 best = row

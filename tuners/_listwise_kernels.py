@@ -50,6 +50,8 @@ import math
 import numpy as np
 from numba import njit
 
+from minismt.kbest._kernels import row_score
+
 WEIGHTS_ALL = 0
 """``c_j = 1`` at every position (ListMLE, eq. 5)."""
 WEIGHTS_TOP_N = 1
@@ -141,35 +143,19 @@ def list_loss_gradient(s, e, c, soft, g, lse_s, lse_e):
 
 
 @njit(cache=True)
-def _row_score(features, indptr, indices, values, w, row):
-    """``w . h`` of one hypothesis (dense row, then its sparse entries)."""
-    total = 0.0
-    for col in range(features.shape[1]):
-        total += features[row, col] * w[col]
-    for p in range(indptr[row], indptr[row + 1]):
-        total += values[p] * w[indices[p]]
-    return total
-
-
-@njit(cache=True)
-def model_scores(features, indptr, indices, values, w, out):
-    """``out[row] = w . h_row`` for every hypothesis, summed in the same order as the training kernel."""
-    for row in range(features.shape[0]):
-        out[row] = _row_score(features, indptr, indices, values, w, row)
+def _list_buffers(offsets):
+    """Six work arrays as long as the longest list: scores, evals, costs, gradients, two suffix sums."""
+    k_max = 0
+    for i in range(offsets.shape[0] - 1):
+        k_max = max(k_max, offsets[i + 1] - offsets[i])
+    return (np.empty(k_max), np.empty(k_max), np.empty(k_max), np.empty(k_max), np.empty(k_max),
+            np.empty(k_max))
 
 
 @njit(cache=True)
 def losses_at_scores(offsets, order, scores, evals, weighting, top_n, soft, loss, grad):
     """Loss of every instance (``loss[I]``) and ``dL_i/ds`` of every row (``grad[N]``) at model ``scores``."""
-    k_max = 0
-    for i in range(offsets.shape[0] - 1):
-        k_max = max(k_max, offsets[i + 1] - offsets[i])
-    s = np.empty(k_max)
-    e = np.empty(k_max)
-    c = np.empty(k_max)
-    g = np.empty(k_max)
-    lse_s = np.empty(k_max)
-    lse_e = np.empty(k_max)
+    s, e, c, g, lse_s, lse_e = _list_buffers(offsets)
     for i in range(offsets.shape[0] - 1):
         lo = offsets[i]
         k = offsets[i + 1] - lo
@@ -234,15 +220,7 @@ def adadelta_epoch(instances, batch_size, offsets, order, features, indptr, indi
     Returns the summed loss of the lists, each at the weights of its step.
     """
     d = features.shape[1]
-    k_max = 0
-    for i in range(offsets.shape[0] - 1):
-        k_max = max(k_max, offsets[i + 1] - offsets[i])
-    s = np.empty(k_max)
-    e = np.empty(k_max)
-    c = np.empty(k_max)
-    g = np.empty(k_max)
-    lse_s = np.empty(k_max)
-    lse_e = np.empty(k_max)
+    s, e, c, g, lse_s, lse_e = _list_buffers(offsets)
     total_loss = 0.0
     n_inst = instances.shape[0]
     for start in range(0, n_inst, batch_size):
@@ -256,7 +234,7 @@ def adadelta_epoch(instances, batch_size, offsets, order, features, indptr, indi
                 continue
             for p in range(k):
                 row = order[lo + p]
-                s[p] = _row_score(features, indptr, indices, values, w, row)
+                s[p] = row_score(features, indptr, indices, values, w, row)
                 e[p] = evals[row]
             position_weights(k, weighting, top_n, c)
             total_loss += list_loss_gradient(s[:k], e[:k], c[:k], soft, g[:k], lse_s[:k], lse_e[:k])

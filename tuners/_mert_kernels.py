@@ -32,6 +32,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from minismt.kbest._kernels import model_scores
 from minismt.metrics._kernels import MAX_ORDER, SMOOTH_EXP, SMOOTH_NONE
 from minismt.metrics._kernels import bleu_from_sums as bleu
 
@@ -40,20 +41,6 @@ N_STATS = 2 * MAX_ORDER + 1
 __all__ = ["SMOOTH_EXP", "SMOOTH_NONE", "bleu", "best_interval", "breakpoints",
            "coordinate_slopes", "direction_slopes", "envelopes", "line_searches",
            "model_bleu", "model_scores", "sentence_orders", "upper_envelope"]
-
-
-@njit(cache=True)
-def model_scores(features, indptr, indices, values, w, out):
-    """``out[r] = w . h_r`` over the dense columns and the CSR block of sparse features."""
-    n_dense = features.shape[1]
-    for r in range(features.shape[0]):
-        dense = 0.0
-        for k in range(n_dense):
-            dense += features[r, k] * w[k]
-        sparse = 0.0
-        for j in range(indptr[r], indptr[r + 1]):
-            sparse += values[j] * w[indices[j]]
-        out[r] = dense + sparse
 
 
 @njit(cache=True)

@@ -45,23 +45,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-
-@njit(cache=True)
-def row_dot(r, features, indptr, indices, values, w):
-    """``f_r . w`` for row ``r`` of a dense block plus a CSR block with global column indices."""
-    acc = 0.0
-    for j in range(features.shape[1]):
-        acc += features[r, j] * w[j]
-    for p in range(indptr[r], indptr[r + 1]):
-        acc += values[p] * w[indices[p]]
-    return acc
-
-
-@njit(cache=True)
-def row_scores(features, indptr, indices, values, w, out):
-    """``out[r] = f_r . w`` for every row."""
-    for r in range(features.shape[0]):
-        out[r] = row_dot(r, features, indptr, indices, values, w)
+from minismt.kbest._kernels import row_score
 
 
 @njit(cache=True)
@@ -166,7 +150,7 @@ def _solve_block_l1(i, lo, features, indptr, indices, values, ref_features, ref_
     """
     steps = 0
     while steps < max_steps:
-        ref_w = row_dot(i, ref_features, ref_indptr, ref_indices, ref_values, w)
+        ref_w = row_score(ref_features, ref_indptr, ref_indices, ref_values, w, i)
         up = -1
         g_up = 0.0
         down = -2
@@ -176,7 +160,7 @@ def _solve_block_l1(i, lo, features, indptr, indices, values, ref_features, ref_
             g_down = 0.0
         for j in range(count[i]):
             r = members[lo + j]
-            g = b[r] - c[r] * (ref_w - row_dot(r, features, indptr, indices, values, w))
+            g = b[r] - c[r] * (ref_w - row_score(features, indptr, indices, values, w, r))
             if g > g_up:
                 up = r
                 g_up = g
@@ -224,13 +208,13 @@ def _solve_block_l2(i, lo, features, indptr, indices, values, ref_features, ref_
     """
     steps = 0
     while steps < max_steps:
-        ref_w = row_dot(i, ref_features, ref_indptr, ref_indices, ref_values, w)
+        ref_w = row_score(ref_features, ref_indptr, ref_indices, ref_values, w, i)
         best = -1
         best_g = 0.0
         worst = tol
         for j in range(count[i]):
             r = members[lo + j]
-            g = b[r] - c[r] * (ref_w - row_dot(r, features, indptr, indices, values, w))
+            g = b[r] - c[r] * (ref_w - row_score(features, indptr, indices, values, w, r))
             g -= inv * sigma[i]
             projected = abs(g) if alpha[r] > 0.0 else max(g, 0.0)
             if projected > worst:
@@ -317,11 +301,11 @@ def _face_cg(offsets, features, indptr, indices, values, ref_features, ref_indpt
     qp = np.empty(n_free)
     for q in range(n_blocks):
         i = blocks[q]
-        ref_w = row_dot(i, ref_features, ref_indptr, ref_indices, ref_values, w)
+        ref_w = row_score(ref_features, ref_indptr, ref_indices, ref_values, w, i)
         mean = 0.0
         for k in range(start[q], start[q + 1]):
             r = free[k]
-            res[k] = b[r] - c[r] * (ref_w - row_dot(r, features, indptr, indices, values, w))
+            res[k] = b[r] - c[r] * (ref_w - row_score(features, indptr, indices, values, w, r))
             if l2:
                 res[k] -= inv * sigma[i]
             mean += res[k]
@@ -354,13 +338,13 @@ def _face_cg(offsets, features, indptr, indices, values, ref_features, ref_indpt
         hit = -1
         for q in range(n_blocks):
             i = blocks[q]
-            ref_v = row_dot(i, ref_features, ref_indptr, ref_indices, ref_values, scratch)
+            ref_v = row_score(ref_features, ref_indptr, ref_indices, ref_values, scratch, i)
             block_sum = 0.0
             for k in range(start[q], start[q + 1]):
                 block_sum += direction[k]
             for k in range(start[q], start[q + 1]):
                 r = free[k]
-                qp[k] = c[r] * (ref_v - row_dot(r, features, indptr, indices, values, scratch))
+                qp[k] = c[r] * (ref_v - row_score(features, indptr, indices, values, scratch, r))
                 if l2:
                     qp[k] += inv * block_sum
                 curvature += direction[k] * qp[k]
@@ -515,11 +499,11 @@ def cutting_plane(offsets, features, indptr, indices, values, ref_features, ref_
         for i in range(n_inst):
             lo = offsets[i]
             hi = offsets[i + 1]
-            ref_w = row_dot(i, ref_features, ref_indptr, ref_indices, ref_values, w)
+            ref_w = row_score(ref_features, ref_indptr, ref_indices, ref_values, w, i)
             best = -1
             best_h = -np.inf
             for r in range(lo, hi):
-                h = b[r] - c[r] * (ref_w - row_dot(r, features, indptr, indices, values, w))
+                h = b[r] - c[r] * (ref_w - row_score(features, indptr, indices, values, w, r))
                 violation[r - lo] = h
                 if h > best_h:
                     best_h = h

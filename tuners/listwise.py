@@ -85,6 +85,7 @@ import numpy as np
 
 from minismt.errors import InputError
 from minismt.kbest import KBest
+from minismt.kbest._kernels import model_scores
 from tuners import _listwise_kernels as kernels
 from tuners.base import Tuner, register
 from tuners.pro import bleu_plus_one
@@ -170,7 +171,7 @@ class ListwiseTuner(Tuner):
 
     def _loss_gradient(self, data: KBest, order, evals, w) -> tuple[np.ndarray, np.ndarray]:
         scores = np.empty(data.n_hypotheses)
-        kernels.model_scores(data.features, data.indptr, data.indices, data.values, w, scores)
+        model_scores(data.features, data.indptr, data.indices, data.values, w, scores)
         return self._losses(data.offsets, order, scores, evals)
 
     def list_losses(self, offsets, scores, bleu) -> tuple[np.ndarray, np.ndarray]:

@@ -111,6 +111,7 @@ import numpy as np
 
 from minismt.errors import InputError
 from minismt.kbest import KBest
+from minismt.kbest._kernels import model_scores
 from tuners import _structsvm_kernels as kernels
 from tuners.base import Tuner, register
 from tuners.pro import bleu_plus_one
@@ -255,9 +256,9 @@ class StructSVMProblem:
         """``H(e) = b_e - c_e w . delta_Psi_i(e)`` of every hypothesis (Figure 1, line 5)."""
         w = self._weights(w)
         scores = np.empty(self.features.shape[0])
-        kernels.row_scores(self.features, self.indptr, self.indices, self.values, w, scores)
+        model_scores(self.features, self.indptr, self.indices, self.values, w, scores)
         ref_scores = np.empty(self.ref_features.shape[0])
-        kernels.row_scores(self.ref_features, self.ref_indptr, self.ref_indices, self.ref_values, w,
+        model_scores(self.ref_features, self.ref_indptr, self.ref_indices, self.ref_values, w,
                            ref_scores)
         return self.b - self.c * (ref_scores[self.instance] - scores)
 

@@ -20,6 +20,25 @@ def sparse_dot(indptr, indices, values, w, out):
 
 
 @njit(cache=True)
+def row_score(features, indptr, indices, values, w, row):
+    """``w . h`` of one hypothesis: its dense row, then its sparse (CSR) entries."""
+    acc = 0.0
+    for col in range(features.shape[1]):
+        acc += features[row, col] * w[col]
+    for j in range(indptr[row], indptr[row + 1]):
+        acc += values[j] * w[indices[j]]
+    return acc
+
+
+@njit(cache=True)
+def model_scores(features, indptr, indices, values, w, out):
+    """``out[row] = w . h_row`` for every hypothesis (:func:`row_score`, so every tuner kernel that
+    scores rows one at a time gets the same bits)."""
+    for row in range(features.shape[0]):
+        out[row] = row_score(features, indptr, indices, values, w, row)
+
+
+@njit(cache=True)
 def segment_argmax(offsets, scores):
     """Row of the highest score in each segment ``offsets[i]:offsets[i+1]`` (first wins ties; -1 if empty)."""
     n = offsets.shape[0] - 1
