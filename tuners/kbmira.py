@@ -221,13 +221,20 @@ def _dedup_by_features(data: KBest) -> KBest:
 
 
 def write_kbmira_weights(path: str | os.PathLike, kbest_space: FeatureSpace, weights) -> None:
-    """Write weights as Moses' kbmira does: ``F<i> value`` per dense feature, then sparse ``name value``.
+    """Write :func:`format_kbmira_weights` to ``path``, atomically."""
+    text = format_kbmira_weights(kbest_space, weights, path)
+    with atomic_write(path) as out:
+        out.write(text)
+
+
+def format_kbmira_weights(kbest_space: FeatureSpace, weights, path=None) -> str:
+    """Weights as Moses' kbmira writes them: ``F<i> value`` per dense feature, then sparse ``name value``.
 
     ``weights`` is an array over ``kbest_space`` (a shorter one is padded with
     zeros) or a ``{name: weight}`` dict of known names. Sparse weights with
     ``|w| <= 1e-8`` are left out, as Moses does. Values are written with the
     shortest text that reads back to the same float (Moses prints 6 significant
-    digits; both read the same way). Atomic.
+    digits; both read the same way). ``path`` only names the file in errors.
     """
     if isinstance(weights, Mapping):
         w = kbest_space.weights(weights, grow=False)
@@ -246,9 +253,7 @@ def write_kbmira_weights(path: str | os.PathLike, kbest_space: FeatureSpace, wei
                 raise InputError(f"sparse feature name {name!r} would read back as a dense index",
                                  path, expected="sparse names not of the form F<number>")
             lines.append(f"{name} {format_weight(w[index])}")
-    with atomic_write(path) as out:
-        for line in lines:
-            out.write(line + "\n")
+    return "".join(line + "\n" for line in lines)
 
 
 def read_kbmira_weights(path: str | os.PathLike, dense_names: Sequence[str]) -> dict[str, float]:
