@@ -28,14 +28,16 @@ import tuner_quality  # noqa: E402
 
 TUNERS = ["mert", "pro", "apro", "kbmira", "oro", "o-oro", "listnet", "listmle", "listmle-top5",
           "listmle-te", "structsvm", "structsvm correct=oracle"]
+ACCUMULATION_STUDY = ["listnet accumulate=merge", "listmle-te accumulate=merge"]
+"""With ``--accumulation-study``: the listwise tuners with k-best merging instead of instance aggregating."""
 SEEDS = [0, 1, 2]
 DETERMINISTIC = {"apro", "structsvm"}  # no random choice: one run stands for every seed
 
 
-def comparison_runs(quick: bool) -> list[tuple]:
+def comparison_runs(quick: bool, labels=TUNERS) -> list[tuple]:
     """(tuner, seed, params) of the comparison: seeded tuners 3 times, deterministic ones once."""
     runs = []
-    for label in TUNERS:
+    for label in labels:
         name, *options = label.split()
         params = dict(option.split("=") for option in options)
         seeds = [0] if quick or name in DETERMINISTIC else SEEDS
@@ -43,12 +45,16 @@ def comparison_runs(quick: bool) -> list[tuple]:
     return runs
 
 
+def _labels(result: dict) -> list[str]:
+    """The result's tuner labels, in the order of TUNERS, then the others sorted."""
+    return [t for t in TUNERS if t in result["summary"]] + sorted(set(result["summary"]) - set(TUNERS))
+
+
 def table(result: dict) -> str:
     """Markdown: tuner, runs, dev BLEU mean (spread), test BLEU mean, std and spread."""
     lines = ["| tuner | runs | dev BLEU mean (spread) | test BLEU mean | test std | test spread |",
              "|---|---|---|---|---|---|"]
-    for name in [t for t in TUNERS if t in result["summary"]] + \
-            sorted(set(result["summary"]) - set(TUNERS)):
+    for name in _labels(result):
         s = result["summary"][name]
         lines.append(f"| {name} | {s['runs']} | {s['dev_bleu_mean']:.2f} ({s['dev_bleu_spread']:.2f}) | "
                      f"{s['test_bleu_mean']:.2f} | {s['test_bleu_std']:.2f} | {s['test_bleu_spread']:.2f} |")
@@ -56,33 +62,46 @@ def table(result: dict) -> str:
 
 
 def curves(result: dict, path: str) -> None:
-    """Dev BLEU of the weights decoded at each iteration, mean over seeds, one line per tuner."""
+    """Dev BLEU of the weights decoded at each iteration, mean over seeds, one line per tuner.
+
+    The scale starts 2 BLEU below the untuned weights; a mean below that is
+    drawn on the bottom edge and its value given in the legend.
+    """
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    figure, axes = plt.subplots(figsize=(8, 5))
-    for name in [t for t in TUNERS if t in result["summary"]]:
+    figure, axes = plt.subplots(figsize=(9, 5.5))
+    colours = plt.get_cmap("tab20").colors
+    styles = ["-", "--", "-.", ":"]
+    markers = "osD^v<>ph*Xd"
+    series = {}
+    for name in _labels(result):
         runs = [r for r in result["runs"] if r["tuner"] == name]
         length = max(len(r["iterations"]) for r in runs)
-        means = []
-        for i in range(length):
-            values = [r["iterations"][i]["dev_bleu"] for r in runs if i < len(r["iterations"])]
-            means.append(statistics.mean(values))
-        axes.plot(range(1, length + 1), means, marker="o", label=name)
-    axes.set_xlabel("iteration (weights decoded)")
+        series[name] = [statistics.mean(r["iterations"][i]["dev_bleu"] for r in runs if i < len(r["iterations"]))
+                        for i in range(length)]
+    bottom = min(values[0] for values in series.values()) - 2.0
+    top = max(max(values) for values in series.values()) + 0.5
+    for k, (name, means) in enumerate(series.items()):
+        low = [f"{i + 1}: {m:.1f}" for i, m in enumerate(means) if m < bottom]
+        label = name + (f" (iteration {', '.join(low)} off scale)" if low else "")
+        axes.plot(range(1, len(means) + 1), [max(m, bottom) for m in means], color=colours[k % len(colours)],
+                  linestyle=styles[k % len(styles)], marker=markers[k % len(markers)], label=label)
+    axes.set_ylim(bottom - 0.1, top)
+    axes.set_xlabel("iteration (weights decoded; 1 = untuned)")
     axes.set_ylabel("dev BLEU")
     axes.set_title(f"{result['corpus']}: dev BLEU per iteration (mean over seeds)")
     axes.grid(alpha=0.3)
-    axes.legend(ncol=2, fontsize=8)
+    axes.legend(ncol=2, fontsize=8, loc="lower right")
     figure.tight_layout()
     figure.savefig(path, dpi=120)
     plt.close(figure)
 
 
 def run(quick: bool = False, corpus: str = "multi30k-de-en", png: str | None = None,
-        partial_json: str | None = None) -> dict:
-    result = tuner_quality.run(quick=quick, corpus=corpus, runs=comparison_runs(quick), partial_json=partial_json,
-                               test_every_iteration=False)
+        partial_json: str | None = None, labels=TUNERS) -> dict:
+    result = tuner_quality.run(quick=quick, corpus=corpus, runs=comparison_runs(quick, labels),
+                               partial_json=partial_json, test_every_iteration=False)
     result["table"] = table(result)
     if png:
         curves(result, png)
@@ -98,6 +117,8 @@ if __name__ == "__main__":
     parser.add_argument("--partial-json", default=None)
     parser.add_argument("--from-json", default=None, help="redraw from an earlier run's JSON output")
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--accumulation-study", action="store_true",
+                        help="run only " + ", ".join(ACCUMULATION_STUDY) + " (compare with the main table)")
     args = parser.parse_args()
     if args.from_json:
         with open(args.from_json, encoding="utf-8") as handle:
@@ -109,4 +130,5 @@ if __name__ == "__main__":
             curves(earlier, args.png)
     else:
         print(json.dumps(run(quick=args.quick, corpus=args.corpus, png=args.png,
-                             partial_json=args.partial_json)))
+                             partial_json=args.partial_json,
+                             labels=ACCUMULATION_STUDY if args.accumulation_study else TUNERS)))

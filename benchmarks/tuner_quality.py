@@ -32,6 +32,7 @@ def run(quick: bool = False, iterations: int = 6, stack: int = 100, jobs: int = 
     """Train on ``corpus``, tune with each ``(tuner, seed[, params])`` of ``runs``, decode test with the weights
     of every iteration (or, without ``test_every_iteration``, only with the final ones).
 
+    ``params`` are the tuner's, except ``accumulate`` (merge | aggregate | none), the tuning loop's.
     ``partial_json``: a file rewritten after every tuning run with the results so far.
     """
     from corpora.fetch import fetch
@@ -55,13 +56,14 @@ def run(quick: bool = False, iterations: int = 6, stack: int = 100, jobs: int = 
         results = []
         for spec in runs:
             tuner, seed = spec[0], spec[1]
-            params = spec[2] if len(spec) > 2 else {}
+            params = dict(spec[2]) if len(spec) > 2 else {}
             label = tuner + "".join(f" {k}={v}" for k, v in sorted(params.items()))
+            accumulate = params.pop("accumulate", None)  # the loop's option, not the tuner's
             decoder = MinismtDevDecoder(str(model), dev_src, kbest=100, jobs=jobs, stack_size=stack)
             run_dir = Path(tmp) / f"run-{len(results)}"
             started = time.perf_counter()
             tuning = TuningRun(decoder, [[r] for r in dev_ref], tuner, run_dir, max_iter=iterations,
-                               seed=seed, tuner_params=params)
+                               seed=seed, tuner_params=params, accumulate=accumulate)
             final = tuning.run(decoder.default_weights)
             seconds = time.perf_counter() - started
             decoder.close()
