@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
 from minismt import __version__
@@ -209,9 +210,35 @@ def _add_decode(sub) -> None:
     p.set_defaults(run=_decode_command)
 
 
+def _tune_decoder(args, n_sentences: int, sources: list[str]):
+    """The dev decoder that ``--decoder`` names, configured from the command line."""
+    import shlex
+    if args.decoder == "minismt":
+        if not args.model:
+            raise InputError("--decoder minismt without --model", expected="--model MODEL (from 'minismt train')")
+        from tuners.devdecoder import MinismtDevDecoder
+        return MinismtDevDecoder(args.model, sources, kbest=args.kbest, jobs=args.jobs,
+                                 stack_size=args.stack, progress=not args.quiet)
+    if not args.decoder_cmd or not args.config:
+        raise InputError(f"--decoder {args.decoder} without --decoder-cmd and --config",
+                         expected=f"--decoder-cmd '{args.decoder} ...' --config FILE")
+    try:
+        command = shlex.split(args.decoder_cmd)
+    except ValueError as err:
+        raise InputError(f"--decoder-cmd {args.decoder_cmd!r}: {err}", expected="a command line") from None
+    work_dir = os.path.join(args.run_dir, "decoder")
+    if args.decoder == "moses":
+        from plugins.moses.driver import MosesDevDecoder
+        return MosesDevDecoder(command, args.config, sources, work_dir, kbest=args.kbest)
+    if not args.init:
+        raise InputError("--decoder cdec without --init", expected="--init WEIGHTS: cdec's start weights file")
+    from plugins.cdec.driver import CdecDevDecoder
+    return CdecDevDecoder(command, args.config, args.init, sources, work_dir, kbest=args.kbest)
+
+
 def _tune_command(args) -> int:
     from minismt.io import read_lines
-    from tuners.devdecoder import MinismtDevDecoder
+    from tuners.base import parse_tuner_params
     from tuners.loop import TuningRun
     sources = read_lines(args.dev_src)
     ref_sets = [read_lines(path) for path in args.dev_ref]
@@ -219,14 +246,13 @@ def _tune_command(args) -> int:
         if len(lines) != len(sources):
             raise InputError(f"{len(lines)} lines, but --dev-src has {len(sources)}", path,
                              expected="one reference line per dev sentence")
-    decoder = MinismtDevDecoder(args.model, sources, kbest=args.kbest, jobs=args.jobs,
-                                stack_size=args.stack, progress=not args.quiet)
+    decoder = _tune_decoder(args, len(sources), sources)
     run = TuningRun(decoder, list(zip(*ref_sets)), args.tuner, args.run_dir,
                     accumulate=args.accumulate, reset_after=args.reset_after,
                     max_iter=args.iterations, seed=args.seed, return_best=args.keep == "best",
-                    lowercase=args.lowercase)
+                    lowercase=args.lowercase, tuner_params=parse_tuner_params(args.tuner_param))
     start = decoder.default_weights
-    if args.init:
+    if args.init and args.decoder != "cdec":
         from minismt.features import read_weights
         try:
             start = decoder.space.weights(read_weights(args.init), grow=False, require_dense=True)
@@ -234,25 +260,44 @@ def _tune_command(args) -> int:
             if err.path is not None:
                 raise
             raise InputError(err.message, args.init, expected=err.expected) from None
-    run.run(start)
+    try:
+        final = run.run(start)
+    finally:
+        close = getattr(decoder, "close", None)
+        if close is not None:
+            close()
     for record in run.history:
         print(f"iteration {record.iteration}: dev BLEU {100 * record.dev_bleu:.2f}, "
               f"{record.hypotheses} hypotheses ({record.new_hypotheses} new), {record.seconds:.1f} s")
     print(f"weights written to {args.run_dir}/weights.final")
+    if args.decoder != "minismt":
+        name = "moses.ini" if args.decoder == "moses" else "weights.cdec"
+        decoder.write_config(final, os.path.join(args.run_dir, name))
+        print(f"tuned {args.decoder} configuration written to {args.run_dir}/{name}")
     return 0
 
 
 def _add_tune(sub) -> None:
     p = sub.add_parser(
-        "tune", help="tune the weights of a trained model on a dev set with any tuner",
-        description="Tune the log-linear weights of a model from 'minismt train': each iteration "
+        "tune", help="tune the weights of a trained model, a Moses or a cdec system on a dev set with any tuner",
+        description="Tune the log-linear weights of a model from 'minismt train' (or of a Moses or cdec "
+                    "system: --decoder moses|cdec): each iteration "
                     "decodes the dev set into distinct k-best lists, accumulates them across "
                     "iterations (merge, as Moses; aggregate, for listwise tuners; or none), runs "
                     "the tuner, and checkpoints. Stops after --iterations or when the k-best lists "
                     "stop changing; writes RUN_DIR/weights.final ('name value' lines; the weights "
                     "with the best dev BLEU unless --keep last), tune.log and history.json. A run "
                     "that was killed resumes from its last checkpoint with the same command.")
-    p.add_argument("--model", required=True, metavar="MODEL", help="model directory from 'minismt train'")
+    p.add_argument("--decoder", choices=["minismt", "moses", "cdec"], default="minismt",
+                   help="who decodes the dev set: minismt's decoder (--model, the default), Moses "
+                        "(--decoder-cmd 'moses ...' --config moses.ini; writes RUN_DIR/moses.ini) or "
+                        "cdec (--decoder-cmd 'cdec ...' --config cdec.ini --init weights; writes "
+                        "RUN_DIR/weights.cdec)")
+    p.add_argument("--model", metavar="MODEL", help="model directory from 'minismt train' (--decoder minismt)")
+    p.add_argument("--decoder-cmd", metavar="CMD",
+                   help="the Moses or cdec program and its own flags, e.g. 'moses -threads 2'; run without "
+                        "a shell, the driver adds the config, weights, k-best and input arguments")
+    p.add_argument("--config", metavar="FILE", help="the moses.ini or cdec.ini to tune")
     p.add_argument("--dev-src", required=True, metavar="FILE", help="dev source sentences, tokenised")
     p.add_argument("--dev-ref", required=True, action="append", metavar="FILE",
                    help="dev references; repeat for several")
@@ -263,7 +308,10 @@ def _add_tune(sub) -> None:
     p.add_argument("--run-dir", required=True, metavar="DIR", help="checkpoints, log and weights.final")
     p.add_argument("--init", metavar="FILE",
                    help="start weights ('name value' lines, one for every feature of the model); "
-                        "default: the model's untuned weights")
+                        "default: the model's untuned weights (Moses: those of moses.ini). For cdec, "
+                        "required: the weights file whose names are the features to tune")
+    p.add_argument("--tuner-param", action="append", default=[], metavar="KEY=VALUE",
+                   help="a parameter of the tuner, e.g. C=0.001 (VALUE read as JSON when it is); repeat")
     p.add_argument("--iterations", type=int, default=10, metavar="N", help="at most N decoding iterations (10)")
     p.add_argument("--seed", type=int, default=0, metavar="S", help="seed of every random choice (0)")
     p.add_argument("--kbest", type=int, default=100, metavar="K", help="distinct k-best per sentence (100)")

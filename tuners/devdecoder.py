@@ -1,13 +1,21 @@
-"""minismt's own decoder as the dev-set decoder of a :class:`~tuners.loop.TuningRun`."""
+"""Dev-set decoders of a :class:`~tuners.loop.TuningRun`: minismt's own, and external decoder programs."""
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
+import shutil
+import subprocess
 from concurrent.futures import Executor, ProcessPoolExecutor
 from typing import Sequence
 
 import numpy as np
 
-from minismt.features import FeatureSpace
+from minismt.corpus import Vocabulary
+from minismt.errors import InputError
+from minismt.features import FeatureSpace, write_weights
+from minismt.io import atomic_write, write_lines
 from minismt.kbest import KBest, KBestBuilder
 from minismt.parallel import DecodeJob, decode_corpus, decode_requests, force_corpus
 from minismt.train import load_manifest
@@ -35,6 +43,7 @@ class MinismtDevDecoder:
         self.distortion_limit = distortion_limit
         self.progress = progress
         self._pool: ProcessPoolExecutor | None = None
+        self.vocab = Vocabulary()  # shared by every iteration's forests (hypergraph tuners)
 
     def _job(self, weights: np.ndarray) -> DecodeJob:
         return DecodeJob(self.model_dir, weights=self.space.weights_dict(weights),
@@ -71,6 +80,23 @@ class MinismtDevDecoder:
         kbest.iterations[:] = iteration
         return kbest, [o.best for o in outputs]
 
+    def decode_hypergraphs(self, weights: np.ndarray, iteration: int) -> tuple[list, list[str]]:
+        """The search graph of every dev sentence under ``weights`` (hypergraph tuners) and the 1-best.
+
+        The workers write each forest as lossless cdec JSON into a temporary folder, read back here
+        into this decoder's feature space and one vocabulary shared by every iteration's forests.
+        """
+        import tempfile
+        from dataclasses import replace
+
+        from minismt.hypergraph import read_cdec_forests
+        with tempfile.TemporaryDirectory(prefix="minismt-forests-") as folder:
+            job = replace(self._job(weights), kbest=0, hypergraph_dir=folder)
+            outputs = decode_corpus(job, self.sentences, executor=self._executor(), jobs=self.jobs,
+                                    progress=self.progress)
+            graphs = read_cdec_forests(folder, len(self.sentences), self.space, self.vocab)
+        return graphs, [o.best for o in outputs]
+
     def force(self, weights: np.ndarray, references: Sequence[str], iteration: int) -> KBest:
         """Forced decoding of every dev sentence into its reference under ``weights``: one instance
         per sentence holding the best reference derivation's features, empty when the reference
@@ -99,52 +125,201 @@ class MinismtDevDecoder:
         return lists
 
 
-class CommandDevDecoder:
-    """Any decoder program that reads a weights file and writes a k-best list (Moses or cdec format).
+class ProgramDevDecoder:
+    """Base of the dev decoders that run an external decoder program (Moses, cdec, any command).
 
-    ``command`` is an argument list (run without a shell); the items ``{weights}``,
-    ``{kbest}`` and ``{iteration}`` are replaced by the weights file written for
-    this iteration, the k-best file the program must write, and the iteration
-    number. A program that exits non-zero is an :class:`InputError` carrying its
-    stderr. The 1-best of each sentence is the list's model-best under the weights.
+    Each decode runs the program once, without a shell, in its own folder
+    ``work_dir/decode.<iteration>[.<batch>]`` holding the weights it was given,
+    its output and its stderr. A program that cannot start, exits non-zero, is
+    killed, or leaves a sentence without a hypothesis (a truncated list) is an
+    :class:`InputError` quoting the end of its stderr; the tuning loop has then
+    kept every finished iteration, and the same command resumes. A decode that
+    finished (``done.json`` matching the weights and the input) is read again
+    instead of being rerun, so a run killed between decoding and its checkpoint
+    does not decode twice. Ctrl-C kills the program too.
+
+    Subclasses give the argument list (:meth:`_command`) and read the output
+    (:meth:`_read_kbest`, :meth:`_read_hypergraphs`).
+    """
+
+    name = "decoder"
+
+    def __init__(self, command: Sequence[str], space: FeatureSpace, sentences: Sequence[str], work_dir: str,
+                 kbest: int = 100):
+        if isinstance(command, str) or not command:
+            raise InputError(f"decoder command {command!r}", expected="a non-empty argument list")
+        if kbest < 1:
+            raise InputError(f"kbest={kbest}", expected="at least 1")
+        self.command = [str(item) for item in command]
+        self.space = space
+        self.sentences = list(sentences)
+        self.work_dir = os.fspath(work_dir)
+        self.kbest = kbest
+        self._batches: dict[int, int] = {}
+
+    # ---- hooks ------------------------------------------------------------------------------
+    def _command(self, folder: str, weights: np.ndarray, input_path: str, hypergraph_dir: str | None) -> list[str]:
+        """The argument list of one decode (write the weights into ``folder``); stdout goes to
+        ``folder/stdout``. With ``hypergraph_dir`` the program writes its forests there."""
+        raise NotImplementedError
+
+    def _read_kbest(self, folder: str, n_sentences: int) -> KBest:
+        raise NotImplementedError
+
+    def _read_hypergraphs(self, hypergraph_dir: str, n_sentences: int) -> list:
+        raise InputError(f"the {self.name} driver reads k-best lists only", expected="an n-best tuner")
+
+    # ---- running ----------------------------------------------------------------------------
+    def _run(self, folder: str, weights: np.ndarray, sentences: Sequence[str], hypergraphs: bool) -> str | None:
+        """Run the program on ``sentences`` into ``folder`` unless a finished run is there; returns the
+        forest folder (hypergraph mode)."""
+        hypergraph_dir = os.path.join(folder, "hypergraphs") if hypergraphs else None
+        digest = hashlib.sha256(np.asarray(weights, dtype=np.float64).tobytes()
+                                + "\n".join(sentences).encode("utf-8")
+                                + f"|{self.kbest}|{hypergraphs}".encode()).hexdigest()
+        marker = os.path.join(folder, "done.json")
+        try:
+            with open(marker, encoding="utf-8") as handle:
+                if json.load(handle).get("digest") == digest:
+                    return hypergraph_dir
+        except (OSError, ValueError):
+            pass
+        if os.path.isdir(folder):
+            shutil.rmtree(folder)
+        os.makedirs(hypergraph_dir or folder)
+        input_path = os.path.join(folder, "input")
+        write_lines(input_path, sentences)
+        argv = self._command(folder, weights, input_path, hypergraph_dir)
+        stderr_path = os.path.join(folder, "stderr")
+        with open(os.path.join(folder, "stdout"), "wb") as out, open(stderr_path, "wb") as err:
+            try:
+                process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err)
+            except OSError as error:
+                raise InputError(f"cannot run the {self.name} decoder {argv[0]!r}: {error.strerror or error}",
+                                 expected="a decoder command that runs (--decoder-cmd)") from None
+            try:
+                status = process.wait()
+            except BaseException:
+                process.kill()
+                process.wait()
+                raise
+        if status != 0:
+            how = f"was killed by signal {-status}" if status < 0 else f"exited with status {status}"
+            raise InputError(f"the {self.name} decoder {how} (command: {' '.join(argv)[:300]}); its stderr "
+                             f"ends: {_tail(stderr_path)}; finished iterations are kept, rerun to resume",
+                             stderr_path)
+        with atomic_write(marker) as out:
+            json.dump({"digest": digest, "command": argv}, out)
+        return hypergraph_dir
+
+    def _checked(self, kbest: KBest, folder: str) -> KBest:
+        """``kbest`` if every sentence has a hypothesis, else an InputError (a truncated list)."""
+        sizes = np.diff(kbest.offsets)
+        if sizes.size and sizes.min() == 0:
+            empty = int(np.argmax(sizes == 0))
+            os.unlink(os.path.join(folder, "done.json"))
+            raise InputError(f"the {self.name} decoder's k-best list has no hypothesis for sentence {empty} "
+                             f"({int((sizes == 0).sum())} of {sizes.size} empty; a truncated list?); its stderr "
+                             f"ends: {_tail(os.path.join(folder, 'stderr'))}", folder,
+                             expected="at least one hypothesis per dev sentence")
+        return kbest
+
+    def _folder(self, iteration: int, batch: int | None = None) -> str:
+        name = f"decode.{iteration}" if batch is None else f"decode.{iteration}.batch{batch}"
+        return os.path.join(self.work_dir, name)
+
+    # ---- the DevDecoder interface ------------------------------------------------------------------
+    def decode(self, weights: np.ndarray, iteration: int) -> tuple[KBest, list[str]]:
+        """The dev set's k-best lists under ``weights``; the 1-best is each list's model-best."""
+        folder = self._folder(iteration)
+        self._run(folder, weights, self.sentences, hypergraphs=False)
+        kbest = self._checked(self._read_kbest(folder, len(self.sentences)), folder)
+        kbest.iterations[:] = iteration
+        best = kbest.model_best(weights)
+        return kbest, [kbest.hypothesis(int(r)) for r in best]
+
+    def decode_hypergraphs(self, weights: np.ndarray, iteration: int) -> tuple[list, list[str]]:
+        """The dev set's forests under ``weights`` (hypergraph tuners) and their Viterbi strings."""
+        folder = self._folder(iteration)
+        hypergraph_dir = self._run(folder, weights, self.sentences, hypergraphs=True)
+        graphs = self._read_hypergraphs(hypergraph_dir, len(self.sentences))
+        if len(graphs) != len(self.sentences):
+            os.unlink(os.path.join(folder, "done.json"))
+            raise InputError(f"{len(graphs)} forests for {len(self.sentences)} dev sentences", hypergraph_dir,
+                             expected="one forest per dev sentence")
+        best = [graph.viterbi(weights) for graph in graphs]
+        return graphs, [derivation.text if derivation is not None else "" for derivation in best]
+
+    def decode_batches(self, requests: Sequence[tuple[np.ndarray, Sequence[int]]],
+                       iteration: int) -> list[KBest]:
+        """Online tuners: one program run per ``(weights, sentence indices)`` request (a decoder
+        start per mini-batch, slow for decoders that load a large model)."""
+        lists = []
+        for weights, indices in requests:
+            batch = self._batches.get(iteration, 0)
+            self._batches[iteration] = batch + 1
+            folder = self._folder(iteration, batch)
+            indices = [int(i) for i in indices]
+            self._run(folder, weights, [self.sentences[i] for i in indices], hypergraphs=False)
+            kbest = self._checked(self._read_kbest(folder, len(indices)), folder)
+            kbest.sentence_ids[:] = indices
+            kbest.iterations[:] = iteration
+            lists.append(kbest)
+        return lists
+
+
+def _tail(path: str, size: int = 2000) -> str:
+    """The last ``size`` characters of a text file, or a note that it is empty."""
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(0, os.SEEK_END)
+            handle.seek(max(0, handle.tell() - size))
+            text = handle.read().decode("utf-8", errors="replace").strip()
+    except OSError:
+        return "(no stderr)"
+    return text or "(nothing)"
+
+
+class CommandDevDecoder(ProgramDevDecoder):
+    """Any decoder program that reads a minismt weights file and writes a k-best list (Moses or cdec format).
+
+    ``command`` is an argument list (run without a shell) on the dev set's own
+    input; the items ``{weights}``, ``{kbest}``, ``{input}`` and ``{iteration}``
+    are replaced by the weights file written for this decode, the k-best file
+    the program must write, the file of the sentences to translate and the
+    iteration number.
     """
 
     def __init__(self, command: Sequence[str], space: FeatureSpace, n_sentences: int, work_dir: str,
-                 kbest_format: str = "moses"):
+                 kbest_format: str = "moses", sentences: Sequence[str] | None = None):
         if kbest_format not in ("moses", "cdec"):
-            from minismt.errors import InputError
             raise InputError(f"k-best format {kbest_format!r}", expected="'moses' or 'cdec'")
-        self.command = list(command)
-        self.space = space
-        self.n_sentences = n_sentences
-        self.work_dir = work_dir
+        if sentences is None:
+            sentences = [str(i) for i in range(n_sentences)]
+        super().__init__(command, space, sentences, work_dir)
         self.kbest_format = kbest_format
+        self._iteration = 0
 
     def decode(self, weights: np.ndarray, iteration: int) -> tuple[KBest, list[str]]:
-        import os
-        import subprocess
-        from minismt.errors import InputError
-        from minismt.features import write_weights
-        folder = os.path.join(self.work_dir, f"decode.{iteration}")
-        os.makedirs(folder, exist_ok=True)
+        self._iteration = iteration
+        return super().decode(weights, iteration)
+
+    def _command(self, folder, weights, input_path, hypergraph_dir):
         weights_path = os.path.join(folder, "weights")
-        kbest_path = os.path.join(folder, "kbest")
         write_weights(weights_path, self.space.weights_dict(weights, skip_zero_sparse=True))
-        argv = [item.replace("{weights}", weights_path).replace("{kbest}", kbest_path)
-                .replace("{iteration}", str(iteration)) for item in self.command]
-        try:
-            done = subprocess.run(argv, capture_output=True, text=True)
-        except OSError as err:
-            raise InputError(f"cannot run the decoder {argv[0]!r}: {err.strerror or err}") from None
-        if done.returncode != 0:
-            raise InputError(f"the decoder exited with status {done.returncode}; its stderr ends: "
-                             f"{done.stderr[-2000:]}", argv[0])
+        values = {"{weights}": weights_path, "{kbest}": os.path.join(folder, "kbest"), "{input}": input_path,
+                  "{iteration}": str(self._iteration)}
+        argv = []
+        for item in self.command:
+            for key, value in values.items():
+                item = item.replace(key, value)
+            argv.append(item)
+        return argv
+
+    def _read_kbest(self, folder, n_sentences):
+        path = os.path.join(folder, "kbest")
         if self.kbest_format == "moses":
             from plugins.moses.nbest import read_nbest
-            kbest = read_nbest(kbest_path, space=self.space, n_sentences=self.n_sentences)
-        else:
-            from plugins.cdec.kbest import read_kbest
-            kbest = read_kbest(kbest_path, space=self.space, n_sentences=self.n_sentences)
-        kbest.iterations[:] = iteration
-        best = kbest.model_best(weights)
-        return kbest, [kbest.hypothesis(int(r)) if r >= 0 else "" for r in best]
+            return read_nbest(path, space=self.space, n_sentences=n_sentences)
+        from plugins.cdec.kbest import read_kbest
+        return read_kbest(path, space=self.space, n_sentences=n_sentences)

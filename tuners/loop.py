@@ -15,7 +15,9 @@ Moses and cdec plugins provide others) and any registered n-best tuner:
    (e.g. its learning-rate step) is checkpointed with the weights; a tuner
    whose ``fit`` takes ``reference`` (structured SVMs) also gets the forced
    decoding of each sentence's first reference under ``w_t`` when the
-   decoder can force (``decoder.force``),
+   decoder can force (``decoder.force``); a hypergraph tuner (``needs ==
+   "hypergraph"``) gets the forests of the dev set (``decoder.decode_hypergraphs``)
+   of this iteration, or of the last ``forest_iterations`` ones (CHG-BO),
 4. write a checkpoint (weights, accumulated list, history) atomically.
 
 It stops after ``max_iter`` iterations or when decoding adds no new hypothesis
@@ -41,7 +43,7 @@ from minismt.features import FeatureSpace
 from minismt.io import atomic_write, write_lines
 from minismt.kbest import KBest
 from minismt.metrics import BleuReferences, corpus_bleu_from_stats
-from tuners.base import Tuner, get_tuner, start_weights
+from tuners.base import ForestData, Tuner, get_tuner, start_weights
 
 CHECKPOINT = "checkpoint.json"
 ACCUMULATED = "accumulated.npz"
@@ -108,6 +110,7 @@ class TuningRun:
         self.return_best = return_best
         self.history: list[IterationRecord] = []
         self.tuner_state: dict | None = None  # an online tuner's state between rounds
+        self._forests: dict[int, list] = {}   # hypergraph tuners: forests of the latest iterations
 
     # ---- the tuner of one iteration ------------------------------------------------
     def _tuner(self, iteration: int) -> Tuner:
@@ -174,6 +177,12 @@ class TuningRun:
                 return self._finish(weights)
         for t in range(start, self.max_iter):
             began = time.perf_counter()
+            tuner = self._tuner(t)
+            if tuner.needs == "hypergraph":
+                weights = self._forest_iteration(tuner, weights, t, began)
+                self._save(t, weights, None, done=t == self.max_iter - 1)
+                self._log(self.history[-1])
+                continue
             kbest, onebest = self.decoder.decode(weights, t)
             kbest.set_stats(self.references.kbest_stats(kbest))
             dev_stats = self.references.stats(np.arange(len(onebest)), onebest)
@@ -183,7 +192,6 @@ class TuningRun:
             new = _new_hypotheses(accumulated, kbest)
             accumulated = self._accumulate(accumulated, kbest)
             data = KBest.aggregate(accumulated) if isinstance(accumulated, list) else accumulated
-            tuner = self._tuner(t)
             if tuner.needs == "decoder":
                 source = _BatchSource(self.decoder, self.references, t)
                 w_next = np.asarray(tuner.fit(source, weights, state=self.tuner_state), dtype=np.float64)
@@ -204,6 +212,31 @@ class TuningRun:
             if converged:
                 break
         return self._finish(weights)
+
+    def _forest_iteration(self, tuner: Tuner, weights: np.ndarray, t: int, began: float) -> np.ndarray:
+        """One iteration of a hypergraph tuner: decode forests, tune on the latest
+        ``tuner.forest_iterations`` iterations' forests, record. Forests are not checkpointed: after a
+        resume, an earlier iteration's are decoded again with the weights of its record."""
+        if not hasattr(self.decoder, "decode_hypergraphs"):
+            raise InputError(f"{type(self.decoder).__name__} does not output hypergraphs",
+                             expected="a decoder with decode_hypergraphs (minismt's, Moses', cdec's)")
+        forests, onebest = self.decoder.decode_hypergraphs(weights, t)
+        dev_bleu = corpus_bleu_from_stats(self.references.stats(np.arange(len(onebest)), onebest))
+        window = [u for u in range(t - max(1, tuner.forest_iterations) + 1, t + 1) if u >= 0]
+        self._forests = {u: f for u, f in self._forests.items() if u in window}
+        self._forests[t] = forests
+        for u in window:
+            if u not in self._forests:
+                record = next(r for r in self.history if r.iteration == u)
+                self._forests[u] = self.decoder.decode_hypergraphs(np.asarray(record.weights), u)[0]
+        every = [f for u in window for f in self._forests[u]]
+        ids = np.concatenate([np.arange(len(self._forests[u])) for u in window])
+        data = ForestData(every, ids, self.references)
+        w_next = np.asarray(tuner.fit(data, weights), dtype=np.float64)
+        edges = sum(f.n_edges for f in forests)
+        self.history.append(IterationRecord(t, dev_bleu, data.bleu(w_next), edges, edges,
+                                            round(time.perf_counter() - began, 3), [float(x) for x in weights]))
+        return w_next
 
     def _accumulate(self, accumulated, kbest: KBest):
         if self.accumulate == "none" or accumulated is None:

@@ -11,10 +11,11 @@
 The numba kernels are in :mod:`._kernels`.
 """
 
-from minismt.hypergraph.cdec_json import dumps_cdec_json, loads_cdec_json, read_cdec_json, write_cdec_json
+from minismt.hypergraph.cdec_json import (dumps_cdec_json, loads_cdec_json, read_cdec_forests, read_cdec_json,
+                                          write_cdec_json)
 from minismt.hypergraph.draw import to_dot, to_networkx
 from minismt.hypergraph.graph import Hypergraph, HypergraphBuilder
 from minismt.hypergraph.kbest import Derivation, KBestList
 
 __all__ = ["Derivation", "Hypergraph", "HypergraphBuilder", "KBestList", "dumps_cdec_json", "loads_cdec_json",
-           "read_cdec_json", "to_dot", "to_networkx", "write_cdec_json"]
+           "read_cdec_forests", "read_cdec_json", "to_dot", "to_networkx", "write_cdec_json"]

@@ -520,3 +520,41 @@ def write_cdec_json(hg: Hypergraph, path: str | os.PathLike, digits: int | None 
     text = dumps_cdec_json(hg, digits)
     with atomic_write(path) as out:
         out.write(text)
+
+
+_FOREST_NAME = re.compile(r"([0-9]+)\.(json|json\.gz|bin\.gz)")
+
+
+def read_cdec_forests(directory: str | os.PathLike, n_sentences: int, space: FeatureSpace,
+                      vocab: Vocabulary | None = None) -> list[Hypergraph]:
+    """The forests ``<i>.json[.gz]`` of sentences ``0 .. n_sentences-1`` in ``directory``, sharing ``space``.
+
+    A missing forest, or cdec's binary ``<i>.bin.gz`` in place of JSON, is an :class:`InputError`.
+    """
+    directory = os.fspath(directory)
+    try:
+        names = os.listdir(directory)
+    except OSError as err:
+        raise InputError(f"cannot list the forest folder: {err.strerror or err}", directory) from None
+    found: dict[int, str] = {}
+    binary = []
+    for name in names:
+        match = _FOREST_NAME.fullmatch(name)
+        if match is None:
+            continue
+        if match.group(2) == "bin.gz":
+            binary.append(name)
+            continue
+        sentence = int(match.group(1))
+        if sentence in found:
+            raise InputError(f"two forests for sentence {sentence}: {found[sentence]} and {name}", directory,
+                             expected="one <i>.json or <i>.json.gz per sentence")
+        found[sentence] = name
+    missing = [i for i in range(n_sentences) if i not in found]
+    if missing:
+        hint = (f"; the folder holds cdec's binary forests ({binary[0]}, ...), convert them to JSON"
+                if binary else "")
+        raise InputError(f"no JSON forest for sentence {missing[0]} ({len(missing)} of {n_sentences} missing)"
+                         + hint, directory, expected="<i>.json or <i>.json.gz for every dev sentence")
+    vocab = vocab if vocab is not None else Vocabulary()
+    return [read_cdec_json(os.path.join(directory, found[i]), space, vocab) for i in range(n_sentences)]

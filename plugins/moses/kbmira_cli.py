@@ -42,7 +42,6 @@ file).
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import re
@@ -331,26 +330,10 @@ def parse_scconfig(text: str) -> dict[str, str]:
     return config
 
 
-def parse_tuner_params(items) -> dict:
-    """``{key: value}`` from ``KEY=VALUE`` strings; a VALUE that is a JSON literal is decoded."""
-    params: dict = {}
-    for item in items:
-        key, equals, text = item.partition("=")
-        key = key.strip()
-        if not equals or not key.isidentifier():
-            raise InputError(f"--tuner-param {item!r}", expected="KEY=VALUE with KEY a parameter name")
-        if key in params:
-            raise InputError(f"--tuner-param {key} given twice", expected="each parameter once")
-        try:
-            params[key] = json.loads(text)
-        except ValueError:
-            params[key] = text
-    return params
-
-
 def make_tuner(args, log):
     """The tuner of ``--tuner`` with Moses' flags and ``--tuner-param`` applied; logs what it uses."""
     from tuners import REGISTRY, get_tuner
+    from tuners.base import parse_tuner_params
 
     name = args.tuner
     choices = nbest_tuners()

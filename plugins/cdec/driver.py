@@ -1,0 +1,74 @@
+"""Tune a cdec system with any minismt tuner: cdec decodes the dev set, minismt tunes.
+
+:class:`CdecDevDecoder` is the dev decoder of a :class:`~tuners.loop.TuningRun`.
+Every decode runs the user's cdec command, without a shell::
+
+    <cdec command> -c cdec.ini -w weights -i input -k K -r > kbest      (k-best tuners)
+    <cdec command> -c cdec.ini -w weights -i input -O DIR > 1best       (hypergraph tuners)
+
+``weights`` is a cdec weights file (``Name value``); the start weights come from
+one too, and its names are the dense features (in its order); every other
+feature of the k-best lists is sparse. The tuned weights are a cdec weights
+file (:func:`plugins.cdec.weights.write_cdec_weights`).
+
+Forests: cdec up to 2014 wrote ``DIR/<i>.json.gz`` (the JSON format of
+:mod:`minismt.hypergraph.cdec_json`); today's cdec writes boost-serialised
+``DIR/<i>.bin.gz``, which cannot be read here. For hypergraph tuning with a
+current cdec, give a command that converts its forests to JSON after decoding
+(a wrapper script), as the cdec fixtures of this project were made.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Sequence
+
+import numpy as np
+
+from minismt.corpus import Vocabulary
+from minismt.errors import InputError
+from minismt.features import FeatureSpace
+from minismt.hypergraph import read_cdec_forests
+from plugins.cdec.kbest import read_kbest
+from plugins.cdec.weights import read_cdec_weights, write_cdec_weights
+from tuners.devdecoder import ProgramDevDecoder
+
+class CdecDevDecoder(ProgramDevDecoder):
+    """Decodes the dev set with a cdec command and cdec.ini (see the module docstring).
+
+    ``command``: cdec and the user's flags (``["cdec"]``); ``config``: cdec.ini;
+    ``start_weights``: a cdec weights file, whose names are the dense features.
+    """
+
+    name = "cdec"
+
+    def __init__(self, command: Sequence[str], config: str | os.PathLike, start_weights: str | os.PathLike,
+                 sentences: Sequence[str], work_dir: str | os.PathLike, kbest: int = 100):
+        self.config = os.path.abspath(os.fspath(config))
+        if not os.path.isfile(self.config):
+            raise InputError("no such file", self.config, expected="the cdec.ini to tune (--config)")
+        start = read_cdec_weights(start_weights)
+        if not start:
+            raise InputError("no weights", start_weights, expected="'Name value' lines: the features to tune")
+        space = FeatureSpace(list(start))
+        super().__init__(command, space, sentences, os.fspath(work_dir), kbest)
+        self.default_weights = space.weights(start, grow=False)
+        self.vocab = Vocabulary()  # shared by every decode's forests
+
+    def _command(self, folder, weights, input_path, hypergraph_dir):
+        weights_path = os.path.join(folder, "weights")
+        write_cdec_weights(weights_path, self.space.weights_dict(weights, skip_zero_sparse=True))
+        argv = self.command + ["-c", self.config, "-w", weights_path, "-i", input_path]
+        if hypergraph_dir is None:
+            return argv + ["-k", str(self.kbest), "-r"]
+        return argv + ["-O", hypergraph_dir]
+
+    def _read_kbest(self, folder, n_sentences):
+        return read_kbest(os.path.join(folder, "stdout"), space=self.space, n_sentences=n_sentences)
+
+    def _read_hypergraphs(self, hypergraph_dir, n_sentences):
+        return read_cdec_forests(hypergraph_dir, n_sentences, self.space, self.vocab)
+
+    def write_config(self, weights: np.ndarray, path: str | os.PathLike) -> None:
+        """The tuned cdec weights file (every dense weight, non-zero sparse ones), atomically."""
+        write_cdec_weights(path, self.space.weights_dict(weights, skip_zero_sparse=True))

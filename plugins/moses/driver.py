@@ -1,0 +1,109 @@
+"""Tune a Moses system with any minismt tuner: Moses decodes the dev set, minismt tunes.
+
+:class:`MosesDevDecoder` is the dev decoder of a :class:`~tuners.loop.TuningRun`.
+Every decode runs the user's Moses command as mert-moses.pl runs it, without
+a shell::
+
+    <moses command> -config moses.ini -weight-overwrite 'WordPenalty0= -1 LM0= 0.5 ...'
+        [-weight-file sparse-weights] -n-best-list nbest K distinct -input-file input > stdout
+
+(``-output-search-graph-hypergraph true txt DIR`` instead of the n-best list
+for hypergraph tuners). The dense features are those of the ``[weight]``
+section of moses.ini, named ``Producer_i`` (0-based, as features.dat); the
+start weights are that section's. Sparse features come from the n-best lists
+and go back to Moses in a ``-weight-file`` of ``name value`` lines.
+
+:meth:`MosesDevDecoder.write_config` writes the tuned moses.ini: the numbers
+of the ``[weight]`` lines change, every other byte of the file is kept; with
+sparse weights, a ``moses.sparse-weights`` file is written next to it and a
+``[weight-file]`` section pointing at it is appended (as mert-moses.pl does).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Sequence
+
+import numpy as np
+
+from minismt.corpus import Vocabulary
+from minismt.errors import InputError
+from minismt.features import FeatureSpace, format_weight, write_weights
+from minismt.io import atomic_write
+from plugins.moses.hypergraph import read_moses_hypergraphs
+from plugins.moses.ini import flatten_weights, group_weights, read_moses_ini_weights, write_moses_ini
+from plugins.moses.nbest import read_nbest
+from tuners.devdecoder import ProgramDevDecoder
+
+SPARSE_WEIGHTS = "moses.sparse-weights"
+"""The sparse weights file written next to a tuned moses.ini."""
+
+
+class MosesDevDecoder(ProgramDevDecoder):
+    """Decodes the dev set with a Moses command and a moses.ini (see the module docstring).
+
+    ``command``: the Moses program and the flags of the user (``["moses",
+    "-threads", "2"]``); ``config``: the moses.ini to tune; ``sentences``: the
+    dev source lines; ``work_dir``: where each decode's files go.
+    """
+
+    name = "Moses"
+
+    def __init__(self, command: Sequence[str], config: str | os.PathLike, sentences: Sequence[str],
+                 work_dir: str | os.PathLike, kbest: int = 100):
+        self.config = os.path.abspath(os.fspath(config))
+        self.start = flatten_weights(read_moses_ini_weights(self.config))
+        space = FeatureSpace(list(self.start))
+        super().__init__(command, space, sentences, os.fspath(work_dir), kbest)
+        self.default_weights = space.weights(self.start, grow=False)
+        self.vocab = Vocabulary()  # shared by every decode's hypergraphs
+
+    def _weight_arguments(self, folder: str, weights: np.ndarray) -> list[str]:
+        """``-weight-overwrite`` with every dense weight, ``-weight-file`` with the non-zero sparse ones."""
+        named = self.space.weights_dict(weights, skip_zero_sparse=True)
+        dense = {name: named[name] for name in self.space.dense_names}
+        text = " ".join(f"{producer}= " + " ".join(format_weight(v) for v in values)
+                        for producer, values in group_weights(dense).items())
+        argv = ["-weight-overwrite", text]
+        sparse = {name: value for name, value in named.items() if name not in dense}
+        if sparse:
+            path = os.path.join(folder, "sparse-weights")
+            write_weights(path, sparse)
+            argv += ["-weight-file", path]
+        return argv
+
+    def _command(self, folder, weights, input_path, hypergraph_dir):
+        argv = self.command + ["-config", self.config] + self._weight_arguments(folder, weights)
+        if hypergraph_dir is None:
+            argv += ["-n-best-list", os.path.join(folder, "nbest"), str(self.kbest), "distinct"]
+        else:
+            argv += ["-output-search-graph-hypergraph", "true", "txt", hypergraph_dir]
+        return argv + ["-input-file", input_path]
+
+    def _read_kbest(self, folder, n_sentences):
+        path = os.path.join(folder, "nbest")
+        if not os.path.exists(path):
+            raise InputError("Moses wrote no n-best list", path, expected="an -n-best-list file")
+        return read_nbest(path, space=self.space, n_sentences=n_sentences)
+
+    def _read_hypergraphs(self, hypergraph_dir, n_sentences):
+        return read_moses_hypergraphs(hypergraph_dir, self.space, self.vocab)
+
+    def write_config(self, weights: np.ndarray, path: str | os.PathLike) -> None:
+        """The tuned moses.ini at ``path`` (atomically): the tuned ``[weight]`` numbers, every other byte
+        of the original kept; non-zero sparse weights in ``moses.sparse-weights`` next to it, named by an
+        appended ``[weight-file]`` section."""
+        path = os.fspath(path)
+        named = self.space.weights_dict(weights, skip_zero_sparse=True)
+        write_moses_ini(self.config, path, {name: named[name] for name in self.space.dense_names})
+        sparse = {name: value for name, value in named.items() if name not in self.start}
+        if not sparse:
+            return
+        sparse_path = os.path.join(os.path.dirname(os.path.abspath(path)), SPARSE_WEIGHTS)
+        write_weights(sparse_path, sparse)
+        with open(path, encoding="utf-8") as handle:
+            text = handle.read()
+        if text and not text.endswith("\n"):
+            text += "\n"
+        with atomic_write(path) as out:
+            out.write(f"{text}\n[weight-file]\n{sparse_path}\n")

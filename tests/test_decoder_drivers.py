@@ -1,0 +1,300 @@
+"""The Moses and cdec tuning drivers against fake decoder programs built on the real fixtures
+(tests/fake_smt_decoders.py), and against the real binaries when they are on PATH."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import shared_path
+from minismt.cli import main as cli
+from minismt.errors import InputError
+from minismt.io import read_lines
+from minismt.hypergraph import read_cdec_forests
+from plugins.cdec.driver import CdecDevDecoder
+from plugins.cdec.weights import read_cdec_weights
+from plugins.moses.driver import MosesDevDecoder
+from plugins.moses.ini import flatten_weights, read_moses_ini_weights
+from tuners.base import HypergraphTuner
+from tuners.loop import TuningRun
+
+FAKE = str(Path(__file__).with_name("fake_smt_decoders.py"))
+
+
+def _moses_fixture():
+    folder = shared_path("fixtures", "moses", "m30k")
+    command = [sys.executable, FAKE, "moses", "--pool", str(folder / "nbest.dev20.txt"),
+               "--src", str(folder / "dev20.src"), "--hypergraphs", str(folder / "hypergraphs")]
+    return folder, command
+
+
+def _cdec_fixture(forests: str = "hgs_json"):
+    folder = shared_path("fixtures", "cdec", "decode_nc")
+    command = [sys.executable, FAKE, "cdec", "--pool", str(folder / "kbest.init.100"),
+               "--pool", str(folder / "kbest.dpmertfinal.100"), "--src", str(folder / "dev.src"),
+               "--forests", str(folder / forests)]
+    return folder, command
+
+
+def _quote(command: list[str]) -> str:
+    import shlex
+    return " ".join(shlex.quote(item) for item in command)
+
+
+def _sections_except_weights(path: Path) -> list[str]:
+    """The lines of a moses.ini outside its [weight] section."""
+    kept, section = [], None
+    for line in path.read_text(encoding="utf-8").splitlines(keepends=True):
+        if line.strip().startswith("["):
+            section = line.strip()
+        if section != "[weight]":
+            kept.append(line)
+    return kept
+
+
+def test_moses_driver_tunes_through_the_command_line(tmp_path, capsys):
+    """minismt tune --decoder moses: decodes with -weight-overwrite, writes weights.final and a tuned
+    moses.ini whose other sections are byte for byte the original's."""
+    folder, command = _moses_fixture()
+    ini = folder / "moses.untuned.ini"
+    run_dir = tmp_path / "run"
+    status = cli(["tune", "--decoder", "moses", "--decoder-cmd", _quote(command), "--config", str(ini),
+                  "--dev-src", str(folder / "dev20.src"), "--dev-ref", str(folder / "dev20.ref"),
+                  "--tuner", "mert", "--iterations", "3", "--seed", "1", "--run-dir", str(run_dir), "--quiet"])
+    assert status == 0
+    out = capsys.readouterr().out
+    assert "tuned moses configuration written" in out
+    tuned = run_dir / "moses.ini"
+    assert _sections_except_weights(tuned) == _sections_except_weights(ini)
+    final = dict(line.split() for line in (run_dir / "weights.final").read_text().splitlines())
+    assert flatten_weights(read_moses_ini_weights(tuned)) == {name: float(v) for name, v in final.items()}
+    bleu = [float(line.split("dev BLEU ")[1].split(",")[0]) for line in out.splitlines() if "dev BLEU" in line]
+    assert max(bleu) > bleu[0]
+    done = (run_dir / "decoder" / "decode.0" / "done.json").read_text()
+    assert "-weight-overwrite" in done and "distinct" in done
+
+
+def test_moses_sparse_weights_go_to_a_weight_file(tmp_path):
+    folder, command = _moses_fixture()
+    sources = read_lines(folder / "dev20.src")[:3]
+    decoder = MosesDevDecoder(command, folder / "moses.untuned.ini", sources, tmp_path / "work", kbest=5)
+    decoder.space.add("my_sparse_feature")
+    weights = np.append(decoder.default_weights, 0.25)
+    kbest, best = decoder.decode(weights, 0)
+    assert kbest.n_instances == 3 and len(best) == 3
+    assert (tmp_path / "work" / "decode.0" / "sparse-weights").read_text().split() == ["my_sparse_feature", "0.25"]
+    (tmp_path / "out").mkdir()
+    decoder.write_config(weights, tmp_path / "out" / "moses.ini")
+    text = (tmp_path / "out" / "moses.ini").read_text()
+    assert text.endswith(f"[weight-file]\n{tmp_path / 'out' / 'moses.sparse-weights'}\n")
+    assert (tmp_path / "out" / "moses.sparse-weights").read_text() == "my_sparse_feature 0.25\n"
+
+
+def test_moses_hypergraph_output_is_read(tmp_path):
+    """Hypergraph mode: -output-search-graph-hypergraph; the Viterbi strings are Moses' 1-best."""
+    folder, command = _moses_fixture()
+    sources = read_lines(folder / "hypergraphs" / "dev5.src")
+    decoder = MosesDevDecoder(command, folder / "moses.mert.ini", sources, tmp_path / "work")
+    graphs, best = decoder.decode_hypergraphs(decoder.default_weights, 0)
+    assert [g.n_edges for g in graphs][0] == 8794 and len(graphs) == 5
+    assert best == [line.strip() for line in read_lines(folder / "dev20.mert.1best")[:5]]
+
+
+def test_cdec_driver_tunes_through_the_command_line(tmp_path, capsys):
+    folder, command = _cdec_fixture()
+    run_dir = tmp_path / "run"
+    status = cli(["tune", "--decoder", "cdec", "--decoder-cmd", _quote(command), "--config", str(folder / "cdec.ini"),
+                  "--init", str(folder / "weights.init"), "--dev-src", str(folder / "dev.src"),
+                  "--dev-ref", str(folder / "dev.refs"), "--tuner", "pro", "--iterations", "3",
+                  "--run-dir", str(run_dir), "--quiet"])
+    assert status == 0
+    tuned = read_cdec_weights(run_dir / "weights.cdec")
+    assert list(tuned) == list(read_cdec_weights(folder / "weights.init"))
+    final = dict(line.split() for line in (run_dir / "weights.final").read_text().splitlines())
+    assert tuned == {name: float(v) for name, v in final.items()}
+    done = (run_dir / "decoder" / "decode.0" / "done.json").read_text()
+    assert '"-k", "100", "-r"' in done
+
+
+def test_cdec_forests_are_read(tmp_path):
+    """-O forests as JSON; the Viterbi strings under the start weights are cdec's 1-best (17-digit copies)."""
+    folder, command = _cdec_fixture("hgs_json_p17")
+    sources = read_lines(folder / "dev.src")
+    decoder = CdecDevDecoder(command, folder / "cdec.ini", folder / "weights.init", sources, tmp_path / "work")
+    graphs, best = decoder.decode_hypergraphs(decoder.default_weights, 0)
+    assert [g.n_edges for g in graphs] == [158, 619, 177, 504, 529, 1207, 529, 1019, 351, 228]
+    assert best == read_lines(folder / "onebest.init")
+
+
+def test_cdec_binary_forests_are_a_clear_error(tmp_path):
+    (tmp_path / "0.bin.gz").write_bytes(b"")
+    from minismt.features import FeatureSpace
+    with pytest.raises(InputError, match="binary forests"):
+        read_cdec_forests(tmp_path, 1, FeatureSpace())
+
+
+@pytest.mark.parametrize("mode, message", [("exit", "exited with status 1.*phrase table cannot be loaded"),
+                                           ("truncate", "no hypothesis for sentence"),
+                                           ("kill", "killed by signal 9")])
+@pytest.mark.parametrize("kind", ["moses", "cdec"])
+def test_decoder_failures_are_reported_and_the_run_resumes(tmp_path, monkeypatch, kind, mode, message):
+    """A decoder that exits non-zero, truncates its list or is killed in iteration 1: an InputError with the
+    decoder's stderr; the finished iteration is kept, and rerunning resumes to the uninterrupted weights."""
+    if kind == "moses":
+        folder, command = _moses_fixture()
+        sources, refs = read_lines(folder / "dev20.src"), read_lines(folder / "dev20.ref")
+
+        def decoder(work):
+            return MosesDevDecoder(command, folder / "moses.untuned.ini", sources, work, kbest=20)
+    else:
+        folder, command = _cdec_fixture()
+        sources, refs = read_lines(folder / "dev.src"), read_lines(folder / "dev.refs")
+
+        def decoder(work):
+            return CdecDevDecoder(command, folder / "cdec.ini", folder / "weights.init", sources, work, kbest=20)
+    references = [[r] for r in refs]
+    clean = decoder(tmp_path / "clean")
+    expected = TuningRun(clean, references, "kbmira", tmp_path / "a", max_iter=3, seed=3).run(clean.default_weights)
+    monkeypatch.setenv("FAKE_FAIL", f"{mode}:2")
+    monkeypatch.setenv("FAKE_COUNTER", str(tmp_path / "calls"))
+    failing = decoder(tmp_path / "work")
+    with pytest.raises(InputError, match=message) as caught:
+        TuningRun(failing, references, "kbmira", tmp_path / "b", max_iter=3, seed=3).run(failing.default_weights)
+    assert "decode.1" in str(caught.value)
+    checkpoint = json.loads((tmp_path / "b" / "checkpoint.json").read_text())
+    assert checkpoint["iteration"] == 0 and len(checkpoint["history"]) == 1   # iteration 0 is kept
+    resumed = decoder(tmp_path / "work")
+    run = TuningRun(resumed, references, "kbmira", tmp_path / "b", max_iter=3, seed=3)
+    assert np.array_equal(run.run(resumed.default_weights), expected)
+    assert int((tmp_path / "calls").read_text()) == 1 + len(run.history)  # iteration 0 was not decoded again
+
+
+def test_finished_decodes_are_not_rerun(tmp_path, monkeypatch):
+    folder, command = _cdec_fixture()
+    sources = read_lines(folder / "dev.src")
+    monkeypatch.setenv("FAKE_FAIL", "exit:99")
+    monkeypatch.setenv("FAKE_COUNTER", str(tmp_path / "calls"))
+    decoder = CdecDevDecoder(command, folder / "cdec.ini", folder / "weights.init", sources, tmp_path / "w")
+    first, _ = decoder.decode(decoder.default_weights, 0)
+    again, _ = decoder.decode(decoder.default_weights, 0)
+    assert (tmp_path / "calls").read_text() == "1"
+    assert first.n_hypotheses == again.n_hypotheses
+    decoder.decode(decoder.default_weights * 2, 0)              # other weights: decoded again
+    assert (tmp_path / "calls").read_text() == "2"
+
+
+def test_online_tuner_through_a_command_decoder(tmp_path):
+    """O-ORO decodes its own mini-batches: one decoder run per batch, sentence ids kept."""
+    folder, command = _cdec_fixture()
+    sources, refs = read_lines(folder / "dev.src"), read_lines(folder / "dev.refs")
+    decoder = CdecDevDecoder(command, folder / "cdec.ini", folder / "weights.init", sources, tmp_path / "w", kbest=20)
+    run = TuningRun(decoder, [[r] for r in refs], "o-oro", tmp_path / "run", max_iter=2, seed=1,
+                    tuner_params={"batch_size": 4, "shards": 2})
+    final = run.run(decoder.default_weights)
+    assert np.all(np.isfinite(final)) and len(run.history) == 2
+    assert any(name.startswith("decode.0.batch") for name in os.listdir(tmp_path / "w"))
+
+
+def test_bad_driver_arguments(tmp_path):
+    folder, command = _cdec_fixture()
+    base = ["tune", "--dev-src", str(folder / "dev.src"), "--dev-ref", str(folder / "dev.refs"), "--tuner", "pro",
+            "--run-dir", str(tmp_path / "r")]
+    assert cli(base + ["--decoder", "cdec", "--decoder-cmd", "cdec", "--config", str(folder / "cdec.ini")]) == 2
+    assert cli(base + ["--decoder", "moses", "--config", "x.ini"]) == 2
+    assert cli(base) == 2                                      # minismt without --model
+    missing = CdecDevDecoder(["/nonexistent/cdec"], folder / "cdec.ini", folder / "weights.init",
+                             read_lines(folder / "dev.src"), tmp_path / "w")
+    with pytest.raises(InputError, match="cannot run the cdec decoder"):
+        missing.decode(missing.default_weights, 0)
+
+
+@pytest.mark.skipif(shutil.which("cdec") is None, reason="the real cdec is not on PATH")
+def test_real_cdec_decodes_the_fixture_system(tmp_path, monkeypatch):
+    """With cdec installed: one tuning iteration on the decode_nc system (grammar, LM) of the fixtures."""
+    folder = shared_path("fixtures", "cdec", "decode_nc")
+    system = tmp_path / "system"
+    shutil.copytree(folder, system)
+    monkeypatch.chdir(system)                                 # cdec.ini names its files relative to here
+    decoder = CdecDevDecoder(["cdec"], system / "cdec.ini", system / "weights.init", read_lines(system / "dev.src"),
+                             tmp_path / "work")
+    kbest, best = decoder.decode(decoder.default_weights, 0)
+    assert kbest.n_instances == 10 and all(best)
+
+
+@pytest.mark.skipif(shutil.which("moses") is None or "MINISMT_TEST_MOSES_INI" not in os.environ,
+                    reason="needs the real moses on PATH and MINISMT_TEST_MOSES_INI naming a moses.ini whose "
+                           "model translates the Multi30k dev20 sentences of the fixtures")
+def test_real_moses_decodes(tmp_path):
+    folder = shared_path("fixtures", "moses", "m30k")
+    decoder = MosesDevDecoder(["moses", "-threads", "2"], os.environ["MINISMT_TEST_MOSES_INI"],
+                              read_lines(folder / "dev20.src"), tmp_path / "work")
+    kbest, best = decoder.decode(decoder.default_weights, 0)
+    assert kbest.n_instances == 20 and all(best)
+
+
+class _ForestRandomSearch(HypergraphTuner):
+    """A seeded random search on forests, standing in for the hypergraph tuners in loop tests."""
+
+    forest_iterations = 2
+
+    def __init__(self, seed=0, trials=8):
+        self.seed = seed
+        self.trials = trials
+
+    def fit(self, data, w0):
+        w = data.weight_array(w0)
+        self.sizes_ = np.bincount(data.sentence_ids).tolist()
+        rng = np.random.default_rng([self.seed, len(data.forests)])
+        best, best_bleu = w, data.bleu(w)
+        for _ in range(self.trials):
+            trial = best + rng.normal(scale=0.3, size=w.shape)
+            bleu = data.bleu(trial)
+            if bleu > best_bleu:
+                best, best_bleu = trial, bleu
+        return best
+
+
+def test_hypergraph_tuner_in_the_loop_resumes_after_a_decoder_failure(tmp_path, monkeypatch):
+    """A hypergraph tuner gets the forests of the current and the previous iteration; after a failed
+    decode the resumed run decodes the previous iteration's forests again and ends with the same weights."""
+    folder, command = _cdec_fixture("hgs_json_p17")
+    sources, refs = read_lines(folder / "dev.src"), [[r] for r in read_lines(folder / "dev.refs")]
+
+    def run(name):
+        decoder = CdecDevDecoder(command, folder / "cdec.ini", folder / "weights.init", sources, tmp_path / f"w{name}")
+        tuner = _ForestRandomSearch(seed=2)
+        return TuningRun(decoder, refs, tuner, tmp_path / name, max_iter=3), decoder, tuner
+
+    clean, decoder, tuner = run("a")
+    expected = clean.run(decoder.default_weights)
+    assert tuner.sizes_ == [2] * 10                         # two iterations' forests per sentence
+    monkeypatch.setenv("FAKE_FAIL", "exit:2")
+    monkeypatch.setenv("FAKE_COUNTER", str(tmp_path / "calls"))
+    failing, decoder, _ = run("b")
+    with pytest.raises(InputError, match="exited with status 1"):
+        failing.run(decoder.default_weights)
+    resumed, decoder, _ = run("b")
+    assert np.array_equal(resumed.run(decoder.default_weights), expected)
+    assert [r.iteration for r in resumed.history] == [0, 1, 2]
+
+
+def test_minismt_decoder_outputs_forests(tmp_path):
+    """MinismtDevDecoder.decode_hypergraphs: one forest per sentence in the model's space, Viterbi = 1-best."""
+    from corpora.synthetic import write_synthetic
+    from minismt.train import Trainer, TrainingConfig
+    from tuners.devdecoder import MinismtDevDecoder
+    write_synthetic(tmp_path / "data", n_pairs=400, seed=3, dev=6, test=1)
+    Trainer(TrainingConfig(src=str(tmp_path / "data" / "train.src"), tgt=str(tmp_path / "data" / "train.tgt"),
+                           out=str(tmp_path / "model"), lm_order=3, progress=False)).run()
+    decoder = MinismtDevDecoder(str(tmp_path / "model"), read_lines(tmp_path / "data" / "dev.src"), stack_size=20)
+    graphs, best = decoder.decode_hypergraphs(decoder.default_weights, 0)
+    assert len(graphs) == 6 and all(g.space is decoder.space and g.vocab is decoder.vocab for g in graphs)
+    assert [g.viterbi(decoder.default_weights).text for g in graphs] == best
+    again, _ = decoder.decode_hypergraphs(decoder.default_weights, 1)
+    assert again[0].vocab is graphs[0].vocab
