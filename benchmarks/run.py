@@ -26,10 +26,12 @@ BENCHMARKS = {
     "train-speed": "train_speed",
     "hypergraph-speed": "hypergraph_speed",
     "mert-moses-fixture": "mert_speed",
+    "hgmert-speed": "hgmert_speed",
     "apro-scaling": "apro_scaling",
     "decode-speed": "decode_speed",
     "tuner-quality": "tuner_quality",
     "tuner-comparison": "tuner_comparison",
+    "bo-speed": "bo_speed",
 }
 
 

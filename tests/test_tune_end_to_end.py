@@ -38,6 +38,25 @@ def test_tune_runs_and_writes_weights(system, tuner, tmp_path):
     assert read_weights(run_dir / "weights.final") == weights
 
 
+@pytest.mark.parametrize("tuner, params", [("hg-mert", []), ("hg-bo", ["steps=6"]), ("chg-bo", ["steps=6"]),
+                                           ("hg-rembo", ["steps=6"]), ("nbl-bo", ["steps=6"])])
+def test_hypergraph_and_bo_tuners_run_on_the_decoders_forests(system, tuner, params, tmp_path):
+    """Hypergraph MERT and the BO tuners through the real loop: forests (or k-best lists for NBL-BO) of the
+    real decoder, best-dev weights written, a finished run resumes to the same weights."""
+    data, model = system
+    run_dir = tmp_path / tuner
+    args = ["tune", "--model", str(model), "--dev-src", str(data / "dev.src"), "--dev-ref",
+            str(data / "dev.tgt"), "--tuner", tuner, "--iterations", "2", "--kbest", "20",
+            "--stack", "20", "--run-dir", str(run_dir), "--quiet"]
+    for item in params:
+        args += ["--tuner-param", item]
+    assert main(args) == 0
+    weights = read_weights(run_dir / "weights.final")
+    assert len(weights) == 15 and len(read_lines(run_dir / "tune.log")) == 2
+    assert main(args) == 0
+    assert read_weights(run_dir / "weights.final") == weights
+
+
 def test_decode_with_tuned_weights_and_kbest(system, tmp_path):
     data, model = system
     out = tmp_path / "out.txt"

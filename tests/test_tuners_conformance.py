@@ -37,14 +37,16 @@ def toy_kbest(n_sentences=40, k=25, seed=0):
 
 
 def seeded_params(cls):
-    """A seed where the tuner takes one; no interpolation with the start point (PRO's Psi), so
-    that one fit shows what the optimiser itself does."""
+    """A seed where the tuner takes one; no interpolation with the start point (PRO's Psi) and a wide
+    box for box-bounded tuners (BO), so that one fit shows what the optimiser itself does."""
     params = {}
     signature = inspect.signature(cls.__init__).parameters
     if "seed" in signature:
         params["seed"] = 3
     if "psi" in signature:
         params["psi"] = 1.0
+    if "bound" in signature:  # Bayesian optimisation searches a box w0 +- bound: wide enough to flip signs
+        params.update(bound=2.0, steps=30)
     return params
 
 

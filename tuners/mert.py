@@ -214,34 +214,46 @@ class MERT(Tuner):
         self._check_params()
         free = self._free(data)
         low, high = self._ranges(data)
-        try:
-            rng = np.random.default_rng(self.seed)
-        except (TypeError, ValueError) as err:
-            raise InputError(f"seed={self.seed!r}: {err}", expected="a non-negative integer") from None
+        rng = self._rng()
         search = _Search(data, free, _SMOOTH[self.smooth], self.epsilon, self.max_rounds,
                          self.n_random_directions, rng)
+        return self._restarts(search, w_start, free, low, high, rng,
+                              lambda w: data.bleu(w, smooth=self.smooth))
 
+    def _rng(self) -> np.random.Generator:
+        try:
+            return np.random.default_rng(self.seed)
+        except (TypeError, ValueError) as err:
+            raise InputError(f"seed={self.seed!r}: {err}", expected="a non-negative integer") from None
+
+    def _restarts(self, search: "_SearchBase", w_start: np.ndarray, free: np.ndarray, low: np.ndarray,
+                  high: np.ndarray, rng: np.random.Generator, bleu) -> np.ndarray:
+        """The searches from ``w_start`` and the random restarts; keeps and normalises the best end point.
+
+        ``bleu(w)`` is the corpus BLEU of the tuning data at ``w``. Shared with
+        hypergraph MERT (:mod:`tuners.hgmert`), which brings its own ``search``.
+        """
         history = []
         best_w, best_bleu, best_start = None, -np.inf, 0
         for start in range(self.n_random_restarts + 1):
             w = w_start.copy()
             if start > 0:
                 w[free] = rng.uniform(low[free], high[free])
-            bleu_start = data.bleu(w, smooth=self.smooth)
+            bleu_start = bleu(w)
             if self.optimizer == "powell":
                 w, rounds, searches = search.powell(w)
             else:
                 w, rounds, searches = search.random_directions(w)
-            bleu = data.bleu(w, smooth=self.smooth)
+            bleu_end = bleu(w)
             history.append({"start": start, "origin": "w0" if start == 0 else "random",
-                            "bleu_start": bleu_start, "bleu": bleu, "rounds": rounds,
+                            "bleu_start": bleu_start, "bleu": bleu_end, "rounds": rounds,
                             "line_searches": searches})
-            if bleu > best_bleu:
-                best_w, best_bleu, best_start = w, bleu, start
+            if bleu_end > best_bleu:
+                best_w, best_bleu, best_start = w, bleu_end, start
 
         weights = _normalized(best_w, self.normalize)
         self.weights_ = weights
-        self.bleu_ = data.bleu(weights, smooth=self.smooth)
+        self.bleu_ = bleu(weights)
         self.best_start_ = best_start
         self.history_ = history
         return weights
@@ -291,7 +303,77 @@ def _normalized(w: np.ndarray, norm: str) -> np.ndarray:
     return w / total if total > 0 else w.copy()
 
 
-class _Search:
+class _SearchBase:
+    """Moses' searches around an exact line search, for any tuning data (k-best lists, forests).
+
+    A subclass provides the line searches from the current point: ``_current(w)``
+    makes ``w`` the current point and returns its BLEU;
+    ``_coordinate_searches()`` line-searches every free coordinate direction
+    and ``_line_searches(*lines)`` the directions of ``_random(count)``, which
+    returns ``(directions, *lines)``; both return ``(gammas, scores)``.
+    """
+
+    def __init__(self, free: np.ndarray, n_features: int, epsilon: float, max_rounds: int, n_random: int,
+                 rng: np.random.Generator):
+        self.free = free
+        self.n_features = n_features
+        self.epsilon = epsilon
+        self.max_rounds = max_rounds
+        self.n_random = n_random
+        self.rng = rng
+
+    def _unit_directions(self, count: int) -> np.ndarray:
+        """``count`` random unit directions over the free features (Gaussian, normalised)."""
+        directions = np.zeros((count, self.n_features))
+        g = self.rng.standard_normal((count, self.free.shape[0]))
+        directions[:, self.free] = g / np.linalg.norm(g, axis=1, keepdims=True)
+        return directions
+
+    def powell(self, w: np.ndarray):
+        """Moses' coordinate search from ``w``: returns the end point, rounds and line searches."""
+        n_coord = self.free.shape[0]
+        if n_coord == 0:
+            return w, 0, 0
+        rounds = searches = 0
+        while rounds < self.max_rounds:
+            rounds += 1
+            current = self._current(w)
+            gammas, scores = self._coordinate_searches()
+            searches += n_coord
+            if self.n_random:
+                directions, *lines = self._random(self.n_random)
+                more_gammas, more_scores = self._line_searches(*lines)
+                searches += self.n_random
+                gammas = np.concatenate([gammas, more_gammas])
+                scores = np.concatenate([scores, more_scores])
+            j = int(np.argmax(scores))
+            if not scores[j] > current:
+                break
+            if j < n_coord:
+                w[self.free[j]] += gammas[j]
+            else:
+                w = w + gammas[j] * directions[j - n_coord]
+            if scores[j] - current <= self.epsilon:
+                break
+        return w, rounds, searches
+
+    def random_directions(self, w: np.ndarray):
+        """Moses' random-direction search: stop after ``n_random`` non-improving directions in a row."""
+        if self.free.shape[0] == 0:
+            return w, 0, 0
+        searches = unchanged = 0
+        while unchanged < self.n_random and searches < self.max_rounds * self.n_random:
+            current = self._current(w)
+            directions, *lines = self._random(1)
+            gammas, scores = self._line_searches(*lines)
+            searches += 1
+            if scores[0] > current:
+                w = w + gammas[0] * directions[0]
+            unchanged = 0 if scores[0] - current > self.epsilon else unchanged + 1
+        return w, searches, searches
+
+
+class _Search(_SearchBase):
     """One tuning problem: its arrays, and the sorted slopes of the coordinate directions.
 
     The slopes of a coordinate direction are one feature's values, the same at
@@ -302,13 +384,9 @@ class _Search:
 
     def __init__(self, data: KBest, free: np.ndarray, smooth: int, epsilon: float, max_rounds: int,
                  n_random: int, rng: np.random.Generator):
+        super().__init__(free, len(data.space), epsilon, max_rounds, n_random, rng)
         self.data = data
-        self.free = free
         self.smooth = smooth
-        self.epsilon = epsilon
-        self.max_rounds = max_rounds
-        self.n_random = n_random
-        self.rng = rng
         self.arrays = (data.features, data.indptr, data.indices, data.values)
         self.scores = np.empty(data.n_hypotheses)
         per_block = max(1, CACHED_LINES // max(1, data.n_hypotheses))
@@ -346,9 +424,7 @@ class _Search:
 
     def _random(self, count: int):
         """``count`` random unit directions over the free features, their slopes and orders."""
-        directions = np.zeros((count, len(self.data.space)))
-        g = self.rng.standard_normal((count, self.free.shape[0]))
-        directions[:, self.free] = g / np.linalg.norm(g, axis=1, keepdims=True)
+        directions = self._unit_directions(count)
         slopes = np.empty((count, self.data.n_hypotheses))
         K.direction_slopes(*self.arrays, directions, slopes)
         return (directions,) + self._sort(slopes)
@@ -359,46 +435,3 @@ class _Search:
         K.line_searches(self.data.offsets, self.scores, sorted_slopes, orders, self.data.stats,
                         self.smooth, OUTSIDE, gammas, scores)
         return gammas, scores
-
-    def powell(self, w: np.ndarray):
-        """Moses' coordinate search from ``w``: returns the end point, rounds and line searches."""
-        n_coord = self.free.shape[0]
-        if n_coord == 0:
-            return w, 0, 0
-        rounds = searches = 0
-        while rounds < self.max_rounds:
-            rounds += 1
-            current = self._current(w)
-            gammas, scores = self._coordinate_searches()
-            searches += n_coord
-            if self.n_random:
-                directions, orders, sorted_slopes = self._random(self.n_random)
-                more_gammas, more_scores = self._line_searches(orders, sorted_slopes)
-                searches += self.n_random
-                gammas = np.concatenate([gammas, more_gammas])
-                scores = np.concatenate([scores, more_scores])
-            j = int(np.argmax(scores))
-            if not scores[j] > current:
-                break
-            if j < n_coord:
-                w[self.free[j]] += gammas[j]
-            else:
-                w = w + gammas[j] * directions[j - n_coord]
-            if scores[j] - current <= self.epsilon:
-                break
-        return w, rounds, searches
-
-    def random_directions(self, w: np.ndarray):
-        """Moses' random-direction search: stop after ``n_random`` non-improving directions in a row."""
-        if self.free.shape[0] == 0:
-            return w, 0, 0
-        searches = unchanged = 0
-        while unchanged < self.n_random and searches < self.max_rounds * self.n_random:
-            current = self._current(w)
-            directions, orders, sorted_slopes = self._random(1)
-            gammas, scores = self._line_searches(orders, sorted_slopes)
-            searches += 1
-            if scores[0] > current:
-                w = w + gammas[0] * directions[0]
-            unchanged = 0 if scores[0] - current > self.epsilon else unchanged + 1
-        return w, searches, searches
