@@ -139,15 +139,34 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _sparse_features(args) -> tuple[str, ...]:
+    from minismt.decode.sparse import parse_sparse_features
+    return parse_sparse_features(args.sparse_features)
+
+
+_SPARSE_HELP = ("emit sparse features for large-scale tuning, comma-separated: rule-id (one indicator per "
+                "phrase pair, RuleId_<src words>~<tgt words>), word-pair (the aligned word pairs inside "
+                "the phrase pairs, WordPair_<src>~<tgt>); default: none")
+
+
 def _decode_command(args) -> int:
     from minismt.features import read_weights
     from minismt.io import read_lines, write_lines
     from minismt.parallel import DecodeJob, decode_corpus
     sentences = read_lines(args.input)
+    sparse_features = _sparse_features(args)
     job = DecodeJob(model_dir=args.model, weights=read_weights(args.weights) if args.weights else None,
                     stack_size=args.stack, beam_threshold=args.beam_threshold,
                     distortion_limit=args.distortion_limit, kbest=args.kbest,
-                    distinct=not args.derivations, hypergraph_dir=args.hypergraph_dir)
+                    distinct=not args.derivations, hypergraph_dir=args.hypergraph_dir,
+                    sparse_features=sparse_features)
+    if sparse_features and job.weights:
+        from minismt.decode.model import FEATURE_NAMES
+        from minismt.decode.sparse import split_weights
+        try:  # a sparse weight of a family that is off is an error before any work starts
+            split_weights(job.weights, sparse_features, FEATURE_NAMES)
+        except InputError as err:
+            raise InputError(err.message, args.weights, expected=err.expected) from None
     if args.kbest and not args.kbest_out:
         raise InputError("--kbest needs --kbest-out FILE")
     if args.hypergraph_dir:
@@ -168,10 +187,16 @@ def _decode_command(args) -> int:
         space = FeatureSpace(manifest["features"])
         builder = KBestBuilder(space)
         for output in outputs:
-            for text, _, features in output.kbest:
-                builder.add(output.index, text, features[:space.n_dense])
+            sparse = output.kbest_sparse or [{}] * len(output.kbest)
+            for (text, _, features), extra in zip(output.kbest, sparse):
+                pairs = sorted((space.add(name), value) for name, value in extra.items())
+                builder.add(output.index, text, features[:space.n_dense], [i for i, _ in pairs],
+                            [v for _, v in pairs])
         weights = dict(manifest["default_weights"], **(job.weights or {}))
-        write_kbest_nbest(args.kbest_out, builder.build(len(sentences)), weights)
+        kbest = builder.build(len(sentences))
+        if sparse_features:  # sparse weights of features no hypothesis has weigh nothing
+            weights = kbest.space.weights({n: v for n, v in weights.items() if n in kbest.space}, grow=False)
+        write_kbest_nbest(args.kbest_out, kbest, weights)
     words = sum(len(s.split()) for s in sentences)
     print(f"decoded {len(sentences)} sentences ({words} words)", file=sys.stderr)
     return 0
@@ -203,6 +228,8 @@ def _add_decode(sub) -> None:
                    help="drop hypotheses worse than X times the best of their stack (default 1e-5)")
     p.add_argument("--distortion-limit", type=int, default=None, metavar="N",
                    help="maximum jump (default: the model's, 6)")
+    p.add_argument("--sparse-features", default=None, metavar="LIST",
+                   help=_SPARSE_HELP + ". Their weights come from --weights by name (weight 0 if not given)")
     p.add_argument("--jobs", type=int, default=1, metavar="N", help="decoding processes (default 1)")
     p.add_argument("--dask-scheduler", metavar="ADDRESS",
                    help="decode on a Dask distributed cluster (e.g. tcp://host:8786) instead")
@@ -218,7 +245,11 @@ def _tune_decoder(args, n_sentences: int, sources: list[str]):
             raise InputError("--decoder minismt without --model", expected="--model MODEL (from 'minismt train')")
         from tuners.devdecoder import MinismtDevDecoder
         return MinismtDevDecoder(args.model, sources, kbest=args.kbest, jobs=args.jobs,
-                                 stack_size=args.stack, progress=not args.quiet)
+                                 stack_size=args.stack, progress=not args.quiet,
+                                 sparse_features=_sparse_features(args))
+    if _sparse_features(args):
+        raise InputError(f"--sparse-features with --decoder {args.decoder}",
+                         expected="--decoder minismt (Moses and cdec configure their own sparse features)")
     if not args.decoder_cmd or not args.config:
         raise InputError(f"--decoder {args.decoder} without --decoder-cmd and --config",
                          expected=f"--decoder-cmd '{args.decoder} ...' --config FILE")
@@ -255,7 +286,13 @@ def _tune_command(args) -> int:
     if args.init and args.decoder != "cdec":
         from minismt.features import read_weights
         try:
-            start = decoder.space.weights(read_weights(args.init), grow=False, require_dense=True)
+            init = read_weights(args.init)
+            if getattr(decoder, "sparse_features", ()):
+                from minismt.decode.sparse import family_of
+                for name in init:  # start weights of the enabled sparse features join the space
+                    if family_of(name) in decoder.sparse_features:
+                        decoder.space.add(name)
+            start = decoder.space.weights(init, grow=False, require_dense=True)
         except InputError as err:
             if err.path is not None:
                 raise
@@ -304,7 +341,9 @@ def _add_tune(sub) -> None:
     p.add_argument("--tuner", required=True, metavar="NAME",
                    help="the tuner: mert, pro, apro, kbmira (n-best); oro, o-oro (online, decode "
                         "their own mini-batches); listnet, listnet-te, listmle, listmle-top5, "
-                        "listmle-te (listwise); structsvm (structured SVM)")
+                        "listmle-te (listwise); structsvm (structured SVM); hg-mert (hypergraph "
+                        "MERT); nbl-bo, hg-bo, chg-bo, hg-rembo (Bayesian optimisation on k-best "
+                        "lists or forests)")
     p.add_argument("--run-dir", required=True, metavar="DIR", help="checkpoints, log and weights.final")
     p.add_argument("--init", metavar="FILE",
                    help="start weights ('name value' lines, one for every feature of the model); "
@@ -324,6 +363,8 @@ def _add_tune(sub) -> None:
                    help="return the best-dev-BLEU weights (default) or the last ones")
     p.add_argument("--lowercase", action="store_true", help="case-insensitive BLEU")
     p.add_argument("--stack", type=int, default=200, metavar="N", help="decoder stack size (200)")
+    p.add_argument("--sparse-features", default=None, metavar="LIST",
+                   help="--decoder minismt: " + _SPARSE_HELP + ". Their weights start at 0 (or from --init)")
     p.add_argument("--jobs", type=int, default=1, metavar="N", help="decoding processes (1)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.set_defaults(run=_tune_command)

@@ -32,15 +32,23 @@ class DecodeJob:
     kbest: int = 0
     distinct: bool = True
     hypergraph_dir: str | None = None
+    sparse_features: tuple[str, ...] = ()  # sparse feature families (minismt.decode.sparse), e.g. ("rule-id",)
 
     def key(self) -> tuple:
         weights = tuple(sorted((self.weights or {}).items()))
-        return (self.model_dir, weights, self.stack_size, self.beam_threshold, self.distortion_limit)
+        return (self.model_dir, weights, self.stack_size, self.beam_threshold, self.distortion_limit,
+                tuple(self.sparse_features))
 
 
 @dataclass
 class SentenceOutput:
-    """The decoder's answer for one sentence: 1-best, its score and features, optional k-best."""
+    """The decoder's answer for one sentence: 1-best, its score and features, optional k-best.
+
+    ``features`` and the k-best entries' arrays are the dense features; with sparse features
+    (``DecodeJob.sparse_features``) ``sparse`` holds the 1-best's ``{name: value}`` and
+    ``kbest_sparse`` one such dict per k-best entry (names, since every worker numbers them
+    its own way); scores include the sparse features' contribution.
+    """
 
     index: int
     best: str
@@ -49,6 +57,8 @@ class SentenceOutput:
     kbest: list[tuple[str, float, np.ndarray]] = field(default_factory=list)
     n_nodes: int = 0
     n_edges: int = 0
+    sparse: dict = field(default_factory=dict)
+    kbest_sparse: list[dict] = field(default_factory=list)
 
 
 def _decoder(job: DecodeJob):
@@ -60,7 +70,8 @@ def _decoder(job: DecodeJob):
             _MODELS.clear()
             model = _MODELS[job.model_dir] = PhraseModel.load(job.model_dir)
         decoder = Decoder(model, weights=job.weights, stack_size=job.stack_size,
-                          beam_threshold=job.beam_threshold, distortion_limit=job.distortion_limit)
+                          beam_threshold=job.beam_threshold, distortion_limit=job.distortion_limit,
+                          sparse_features=job.sparse_features)
         if len(_DECODERS) >= 8:
             _DECODERS.pop(next(iter(_DECODERS)))
         _DECODERS[job.key()] = decoder
@@ -74,8 +85,15 @@ def decode_chunk(job: DecodeJob, indices: Sequence[int], sentences: Sequence[str
     for index, sentence in zip(indices, sentences):
         result = decoder.decode(sentence)
         output = SentenceOutput(index, result.best, float(result.score), _dense(result.features),
-                                n_nodes=result.hypergraph.n_nodes, n_edges=result.hypergraph.n_edges)
-        if job.kbest > 0:
+                                n_nodes=result.hypergraph.n_nodes, n_edges=result.hypergraph.n_edges,
+                                sparse=dict(result.sparse))
+        if job.kbest > 0 and decoder.sparse_features:
+            found = result.hypergraph.kbest(job.kbest, decoder.full_weights(), distinct=job.distinct)
+            dense, sparse = _split_features(found, decoder.space)
+            output.kbest = [(text, float(score), dense[k])
+                            for k, (text, score) in enumerate(zip(found.texts, found.scores))]
+            output.kbest_sparse = sparse
+        elif job.kbest > 0:
             found = result.hypergraph.kbest(job.kbest, decoder.weights, distinct=job.distinct)
             dense = found.dense_features()
             output.kbest = [(text, float(score), dense[k])
@@ -87,23 +105,42 @@ def decode_chunk(job: DecodeJob, indices: Sequence[int], sentences: Sequence[str
     return outputs
 
 
+def _split_features(found, space) -> tuple[np.ndarray, list[dict]]:
+    """The dense rows (``float64[N, n_dense]``) and sparse ``{name: value}`` dicts of a k-best list."""
+    n_dense = space.n_dense
+    dense = np.zeros((len(found), n_dense))
+    sparse = []
+    for k in range(len(found)):
+        lo, hi = found.feat_offsets[k], found.feat_offsets[k + 1]
+        ids, values = found.feat_ids[lo:hi], found.feat_values[lo:hi]
+        is_dense = ids < n_dense
+        dense[k, ids[is_dense]] = values[is_dense]
+        sparse.append({space.name(int(i)): float(v) for i, v in zip(ids[~is_dense], values[~is_dense])})
+    return dense, sparse
+
+
 def force_chunk(job: DecodeJob, indices: Sequence[int], sentences: Sequence[str],
-                references: Sequence[str]) -> list[tuple[int, np.ndarray | None]]:
+                references: Sequence[str]) -> list[tuple[int, np.ndarray | None, dict]]:
     """Forced decoding of some sentences into their references (the unit sent to an executor):
-    ``(index, features of the best derivation)``, or ``(index, None)`` where the reference is not
-    reachable within the search's pruning."""
+    ``(index, dense features of the best derivation, its sparse features {name: value})``, or
+    ``(index, None, {})`` where the reference is not reachable within the search's pruning."""
     decoder = _decoder(job)
     outputs = []
     for index, sentence, reference in zip(indices, sentences, references):
         result = decoder.force(sentence, reference)
-        outputs.append((index, None if result is None else _dense(result.features)))
+        if result is None:
+            outputs.append((index, None, {}))
+        else:
+            outputs.append((index, _dense(result.features), dict(result.sparse)))
     return outputs
 
 
 def force_corpus(job: DecodeJob, sentences: Sequence[str], references: Sequence[str],
                  executor: Executor | None = None, jobs: int = 1,
-                 chunk_size: int = 16) -> list[np.ndarray | None]:
-    """:func:`force_chunk` over a corpus, in order, on the executor (or ``jobs`` local processes)."""
+                 chunk_size: int = 16, sparse: bool = False) -> list:
+    """:func:`force_chunk` over a corpus, in order, on the executor (or ``jobs`` local processes):
+    the dense features of each sentence's forced derivation (None if unreachable), or with
+    ``sparse`` the pair ``(dense, {sparse name: value})`` (None if unreachable)."""
     if len(references) != len(sentences):
         from minismt.errors import InputError
         raise InputError(f"{len(references)} references for {len(sentences)} sentences",
@@ -111,7 +148,10 @@ def force_corpus(job: DecodeJob, sentences: Sequence[str], references: Sequence[
     chunks = [list(range(start, min(start + chunk_size, len(sentences))))
               for start in range(0, len(sentences), chunk_size)]
     args = [(job, c, [sentences[i] for i in c], [references[i] for i in c]) for c in chunks]
-    return [features for part in _map_chunks(force_chunk, args, executor, jobs) for _, features in part]
+    parts = _map_chunks(force_chunk, args, executor, jobs)
+    if sparse:
+        return [None if dense is None else (dense, features) for part in parts for _, dense, features in part]
+    return [dense for part in parts for _, dense, _ in part]
 
 
 def _map_chunks(function, args: list[tuple], executor: Executor | None, jobs: int, bar=None) -> list:

@@ -26,11 +26,16 @@ class MinismtDevDecoder:
 
     ``kbest`` is Moses' tuning default (100 distinct strings); decoding runs
     in ``jobs`` local processes or on ``executor`` (e.g. a Dask client's).
+    ``sparse_features`` (e.g. ``("rule-id", "word-pair")``, see :mod:`minismt.decode.sparse`)
+    makes the decoder emit sparse features: k-best lists, forests and forced derivations
+    carry them, and :attr:`space` grows by their names as they are met.
     """
 
     def __init__(self, model_dir: str, sentences: Sequence[str], kbest: int = 100, jobs: int = 1,
                  executor: Executor | None = None, stack_size: int = 200,
-                 distortion_limit: int | None = None, progress: bool = False):
+                 distortion_limit: int | None = None, progress: bool = False, sparse_features=()):
+        from minismt.decode.sparse import parse_sparse_features
+        self.sparse_features = parse_sparse_features(sparse_features)
         manifest = load_manifest(model_dir)
         self.model_dir = model_dir
         self.sentences = list(sentences)
@@ -48,7 +53,7 @@ class MinismtDevDecoder:
     def _job(self, weights: np.ndarray) -> DecodeJob:
         return DecodeJob(self.model_dir, weights=self.space.weights_dict(weights),
                          stack_size=self.stack_size, distortion_limit=self.distortion_limit,
-                         kbest=self.kbest, distinct=True)
+                         kbest=self.kbest, distinct=True, sparse_features=self.sparse_features)
 
     def _executor(self) -> Executor | None:
         """The caller's executor, or a process pool kept for the decoder's lifetime (workers load
@@ -63,11 +68,17 @@ class MinismtDevDecoder:
             self._pool.shutdown()
             self._pool = None
 
+    def _sparse_arrays(self, sparse: dict) -> tuple[list[int], list[float]]:
+        """Sorted ``(indices, values)`` of ``{name: value}`` in :attr:`space` (new names are added)."""
+        pairs = sorted((self.space.add(name), value) for name, value in sparse.items() if value != 0.0)
+        return [i for i, _ in pairs], [v for _, v in pairs]
+
     def _kbest(self, outputs, sentence_ids=None) -> KBest:
         builder = KBestBuilder(self.space)
         for local, output in enumerate(outputs):
-            for text, _, features in output.kbest:
-                builder.add(local, text, features[: self.space.n_dense])
+            sparse = output.kbest_sparse or [{}] * len(output.kbest)
+            for (text, _, features), extra in zip(output.kbest, sparse):
+                builder.add(local, text, features[: self.space.n_dense], *self._sparse_arrays(extra))
         kbest = builder.build(len(outputs))
         if sentence_ids is not None:
             kbest.sentence_ids[:] = sentence_ids
@@ -102,11 +113,12 @@ class MinismtDevDecoder:
         per sentence holding the best reference derivation's features, empty when the reference
         cannot be reached (structured SVMs use these as the reference's feature vector)."""
         found = force_corpus(self._job(weights), self.sentences, list(references),
-                             executor=self._executor(), jobs=self.jobs)
+                             executor=self._executor(), jobs=self.jobs, sparse=True)
         builder = KBestBuilder(self.space)
         for index, (reference, features) in enumerate(zip(references, found)):
             if features is not None:
-                builder.add(index, reference, features[: self.space.n_dense])
+                dense, sparse = features
+                builder.add(index, reference, dense[: self.space.n_dense], *self._sparse_arrays(sparse))
         kbest = builder.build(len(self.sentences))
         kbest.iterations[:] = iteration
         return kbest

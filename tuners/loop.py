@@ -153,11 +153,23 @@ class TuningRun:
         if state.get("seed") != self.seed or state.get("accumulate") != self.accumulate:
             raise InputError("the run directory holds a run with other settings", path,
                              expected="the same seed and accumulation, or a new --run-dir")
+        self._restore_space(state.get("space", {}), path)
         parts = [KBest.load(self._path(f"accumulated.{state['iteration']}.{k}.npz"), self.decoder.space)
                  for k in range(state["parts"])]
         self.history = [IterationRecord(**r) for r in state["history"]]
         self.tuner_state = state.get("tuner_state")
         return state, parts
+
+    def _restore_space(self, saved: dict, path: str) -> None:
+        """Grow the decoder's feature space to the checkpoint's (sparse names met by earlier iterations, in
+        their order), so that the saved weights and lists line up with it."""
+        space = self.decoder.space
+        names = list(saved.get("dense", [])) + list(saved.get("sparse", []))
+        if space.dense_names != list(saved.get("dense", [])) or space.names != names[: len(space)]:
+            raise InputError("the checkpoint's features differ from the decoder's", path,
+                             expected="the same model or configuration as the interrupted run")
+        for name in names[len(space):]:
+            space.add(name)
 
     # ---- the loop ------------------------------------------------------------------------
     def run(self, w0) -> np.ndarray:

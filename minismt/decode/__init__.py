@@ -5,7 +5,10 @@ returns, per sentence, its search graph as a :class:`~minismt.hypergraph.Hypergr
   feature weights of a model directory written by ``minismt train``;
 - :class:`Decoder` (:mod:`.search`): ``decode(source)`` and forced decoding
   ``force(source, reference)``, each a :class:`DecodeResult`;
-- translation options (:mod:`.options`) and the numba search (:mod:`._kernels`).
+- translation options (:mod:`.options`) and the numba search (:mod:`._kernels`);
+- optional sparse features for large-scale tuning (:mod:`.sparse`: ``Decoder(model,
+  sparse_features=("rule-id", "word-pair"))``; then ``result.sparse`` and the hypergraph
+  edges carry them, and ``decoder.full_weights()`` weighs them).
 
 Example::
 
@@ -17,5 +20,7 @@ Example::
 
 from minismt.decode.model import DEFAULT_WEIGHTS, FEATURE_NAMES, PhraseModel
 from minismt.decode.search import MAX_SENTENCE_LENGTH, DecodeResult, Decoder
+from minismt.decode.sparse import SPARSE_FEATURES, parse_sparse_features
 
-__all__ = ["DEFAULT_WEIGHTS", "DecodeResult", "Decoder", "FEATURE_NAMES", "MAX_SENTENCE_LENGTH", "PhraseModel"]
+__all__ = ["DEFAULT_WEIGHTS", "DecodeResult", "Decoder", "FEATURE_NAMES", "MAX_SENTENCE_LENGTH", "PhraseModel",
+           "SPARSE_FEATURES", "parse_sparse_features"]

@@ -877,3 +877,27 @@ def emit(t, n, h_int, e_int, e_lm, st_mem, st_cnt, s_w, s_b, s_len, o_start, o_e
         feat_offsets[x + 1] = nnz
     return (n_nodes, in_offsets, tails, tail_offsets, feat_offsets, feat_ids[:nnz].copy(),
             feat_values[:nnz].copy(), tmpl_offsets, tmpl, node_hyp, edge_arc, arc_edge)
+
+
+@njit(cache=True)
+def append_edge_features(feat_offsets, feat_ids, feat_values, add_offsets, add_ids, add_values):
+    """The edges' feature CSR with a second CSR per edge (``add_*``, the sparse features of its
+    phrase pair) appended after each edge's own features (the dense ids, all smaller)."""
+    n_edges = feat_offsets.shape[0] - 1
+    offsets = np.zeros(n_edges + 1, np.int64)
+    for x in range(n_edges):
+        offsets[x + 1] = (offsets[x] + feat_offsets[x + 1] - feat_offsets[x]
+                          + add_offsets[x + 1] - add_offsets[x])
+    ids = np.empty(offsets[n_edges], np.int32)
+    values = np.empty(offsets[n_edges], np.float64)
+    for x in range(n_edges):
+        p = offsets[x]
+        for q in range(feat_offsets[x], feat_offsets[x + 1]):
+            ids[p] = feat_ids[q]
+            values[p] = feat_values[q]
+            p += 1
+        for q in range(add_offsets[x], add_offsets[x + 1]):
+            ids[p] = add_ids[q]
+            values[p] = add_values[q]
+            p += 1
+    return offsets, ids, values

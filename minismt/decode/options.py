@@ -54,7 +54,8 @@ class TranslationOptions:
     ``fwd_class`` equal forward triples share a class; ``lm_estimate``/``lm_inner``/``lm_state_*``
     from :func:`~minismt.decode._kernels.phrase_lm`; ``lm_bound`` an upper bound of the
     phrase's log10 LM score after any context; ``future`` the weighted estimate;
-    ``span_lo``/``span_hi`` int64[n, L] option ranges per (start, length).
+    ``span_lo``/``span_hi`` int64[n, L] option ranges per (start, length); ``sparse_score`` the
+    weighted sum of each option's sparse features (:mod:`minismt.decode.sparse`), None without them.
     """
 
     length: int
@@ -76,6 +77,7 @@ class TranslationOptions:
     future: np.ndarray
     span_lo: np.ndarray
     span_hi: np.ndarray
+    sparse_score: np.ndarray | None = None
 
     def __len__(self) -> int:
         return int(self.start.shape[0])
@@ -93,7 +95,8 @@ class TranslationOptions:
                                   self.dense[keep], self.reordering[keep], self.fwd_class[keep],
                                   self.lm_estimate[keep], self.lm_inner[keep], self.lm_state_words[keep],
                                   self.lm_state_backs[keep], self.lm_state_len[keep], self.lm_bound[keep],
-                                  self.future[keep], span_lo, span_hi)
+                                  self.future[keep], span_lo, span_hi,
+                                  None if self.sparse_score is None else self.sparse_score[keep])
 
 
 def _span_index(n: int, max_length: int, start: np.ndarray, end: np.ndarray):
@@ -104,11 +107,13 @@ def _span_index(n: int, max_length: int, start: np.ndarray, end: np.ndarray):
 
 
 def collect_options(model: PhraseModel, tokens: list[str], vocab: Vocabulary, weights: np.ndarray,
-                    max_length: int, table_limit: int | None) -> TranslationOptions:
+                    max_length: int, table_limit: int | None, sparse_score=None) -> TranslationOptions:
     """The translation options of a tokenised sentence.
 
     ``vocab`` is the hypergraph's target vocabulary: the table's, grown here by the
-    pass-through words it lacks.
+    pass-through words it lacks. ``sparse_score``, if given, maps the options' phrase-table
+    rows (-1: pass-through) to the weighted sum of their sparse features, which joins their
+    future score (and so the table-limit ranking) and is kept as ``options.sparse_score``.
     """
     table, lm = model.table, model.lm
     n = len(tokens)
@@ -165,6 +170,10 @@ def collect_options(model: PhraseModel, tokens: list[str], vocab: Vocabulary, we
     st_len = np.empty(n_opt, dtype=np.int32)
     _kernels.phrase_lm(lm.tables, lm_ids, offsets, estimate, inner, st_words, st_backs, st_len)
     future = dense @ weights + weights[LM_COL] * math.log(10.0) * estimate
+    sparse = None
+    if sparse_score is not None:
+        sparse = np.asarray(sparse_score(row), dtype=np.float64)
+        future = future + sparse
     position = np.arange(offsets[-1]) - np.repeat(offsets[:-1], tgt_len)
     head = position < c
     bound = inner + np.bincount(np.repeat(np.arange(n_opt), tgt_len)[head],
@@ -184,7 +193,7 @@ def collect_options(model: PhraseModel, tokens: list[str], vocab: Vocabulary, we
         fwd_class = np.zeros(0, dtype=np.int32)
     full = TranslationOptions(n, start, start + length, row, offsets, tgt, lm_ids, dense, reordering,
                               fwd_class, estimate, inner, st_words, st_backs, st_len, bound, future,
-                              np.zeros((n, max_length), np.int64), np.zeros((n, max_length), np.int64))
+                              np.zeros((n, max_length), np.int64), np.zeros((n, max_length), np.int64), sparse)
     return full.take(order, max_length)
 
 

@@ -33,6 +33,11 @@ best + ln(beam_threshold) are discarded, and a stack holding 2 x stack_size is c
 stack_size best (then once more, with the threshold, before it is expanded). The future
 cost of a coverage is the sum of Koehn's future-cost table over its uncovered gaps.
 
+With ``sparse_features`` (:mod:`minismt.decode.sparse`: rule identifiers, aligned word
+pairs) every translation option's static score also holds the weighted sum of its phrase
+pair's sparse features, and the hypergraph edges carry them (over the decoder's growing
+feature space); the numba search itself does not change (it sees static option scores).
+
 Two shortcuts leave the result unchanged: an expansion whose score with an upper bound
 of its LM score (the best probability each word has after any context) is already below
 the stack's threshold is discarded before its LM lookups, and LM lookups go through a
@@ -53,6 +58,7 @@ from minismt.errors import InputError
 from minismt.decode import _kernels
 from minismt.decode.model import FEATURE_NAMES, PhraseModel
 from minismt.decode.options import LM_COL, ROLE_COLS, collect_options, reference_filter
+from minismt.decode.sparse import SparseFeatureTable, parse_sparse_features, split_weights
 from minismt.hypergraph import Hypergraph
 
 MAX_SENTENCE_LENGTH = 256  # coverage bitsets of four 64-bit words
@@ -63,11 +69,12 @@ class DecodeResult:
     """What decoding one sentence gives.
 
     ``hypergraph`` is the search graph (goal last); ``best``/``score``/``features`` the
-    1-best translation, its model score ``w . h`` and its 15 feature values (order
+    1-best translation, its model score ``w . h`` and its 15 dense feature values (order
     :data:`FEATURE_NAMES`); ``edge_spans`` int32[E, 2] the source span (end exclusive) of
     each hypergraph edge and ``edge_rows`` int64[E] its phrase-table row (-1 for
-    pass-through words, the axiom and goal edges); ``stats`` search counts; ``timings``
-    seconds per phase.
+    pass-through words, the axiom and goal edges); ``sparse`` the 1-best's sparse features
+    ``{name: value}`` (empty unless the decoder has ``sparse_features``); ``stats`` search
+    counts; ``timings`` seconds per phase.
     """
 
     source: list[str]
@@ -77,6 +84,7 @@ class DecodeResult:
     features: np.ndarray
     edge_spans: np.ndarray
     edge_rows: np.ndarray
+    sparse: dict = field(default_factory=dict)
     stats: dict = field(default_factory=dict)
     timings: dict = field(default_factory=dict)
 
@@ -90,7 +98,10 @@ class DecodeResult:
 
     @property
     def feature_dict(self) -> dict[str, float]:
-        return {name: float(v) for name, v in zip(FEATURE_NAMES, self.features)}
+        """``{name: value}`` of the 1-best: the 15 dense features, then its sparse ones."""
+        out = {name: float(v) for name, v in zip(FEATURE_NAMES, self.features)}
+        out.update(self.sparse)
+        return out
 
 
 class Decoder:
@@ -99,13 +110,22 @@ class Decoder:
     Parameters
     ----------
     model : PhraseModel or a model directory
-    weights : ``{name: value}`` replacing some of the model's weights, or 15 numbers
+    weights : ``{name: value}`` replacing some of the model's weights, or 15 numbers; the mapping
+        may also weight sparse features of the enabled families (others weigh 0)
     stack_size : histogram pruning (Moses ``-s``, 200)
     beam_threshold : threshold pruning (Moses ``-b``, 1e-5); 0 switches it off
     distortion_limit : Moses ``distortion-limit``; None takes the model's, negative means none
     max_phrase_length : longest source phrase used; None takes the table's
     table_limit : options kept per source span by future score (Moses ``table-limit``, 20; 0: all)
     score_end_orientation : also score the last phrase's forward orientation against the end
+    sparse_features : sparse feature families to emit (:data:`~minismt.decode.sparse.SPARSE_FEATURES`:
+        ``"rule-id"``, ``"word-pair"``; a tuple or a comma-separated string; default none)
+
+    ``weights`` holds the 15 dense weights and ``sparse_weights`` the sparse ones by name;
+    ``space`` is the hypergraphs' feature space: the model's 15 names, and with sparse
+    features a space shared by the model's decoders that grows as names are met (ids never
+    change); :meth:`full_weights` is the weight array over it (for the hypergraphs' k-best,
+    Viterbi, ...).
 
     A decoder may be shared by threads (the search releases the GIL; each thread has its own
     LM cache). The hypergraphs it returns share one target vocabulary: the phrase table's,
@@ -115,11 +135,22 @@ class Decoder:
     def __init__(self, model: PhraseModel | str, weights=None, stack_size: int = 200,
                  beam_threshold: float = 1e-5, distortion_limit: int | None = None,
                  max_phrase_length: int | None = None, table_limit: int = 20,
-                 score_end_orientation: bool = False):
+                 score_end_orientation: bool = False, sparse_features=None):
         if not isinstance(model, PhraseModel):
             model = PhraseModel.load(model)
         self.model = model
+        self.sparse_features = parse_sparse_features(sparse_features)
+        weights, sparse_weights = split_weights(weights, self.sparse_features, FEATURE_NAMES)
         self.weights = model.weight_vector(weights)
+        self.sparse_weights = {name: value for name, value in sparse_weights.items() if value != 0.0}
+        if self.sparse_features:
+            self._sparse = SparseFeatureTable.for_model(model, self.sparse_features)
+            self.space = self._sparse.space
+            self._sparse_w = self._sparse.weight_array(self.sparse_weights)
+        else:
+            self._sparse = None
+            self.space = model.space
+            self._sparse_w = None
         self.stack_size = _positive(stack_size, "stack_size")
         try:
             beam_threshold = float(beam_threshold)
@@ -152,7 +183,24 @@ class Decoder:
         ref_tokens = self._tokens(reference, "reference")
         return self._run(tokens, ref_tokens)
 
+    def full_weights(self) -> np.ndarray:
+        """The weights over :attr:`space` as it is now: the 15 dense ones, then the sparse ones."""
+        out = np.zeros(len(self.space))
+        out[: len(FEATURE_NAMES)] = self.weights
+        if self._sparse_w is not None:
+            out[len(FEATURE_NAMES): self._sparse_w.shape[0]] = self._sparse_w[len(FEATURE_NAMES):]
+        return out
+
+    def weight_dict(self) -> dict[str, float]:
+        """``{name: weight}``: the 15 dense weights and the non-zero sparse ones."""
+        out = {name: float(v) for name, v in zip(FEATURE_NAMES, self.weights)}
+        out.update(self.sparse_weights)
+        return out
+
     # ---- internals ----------------------------------------------------------------------
+    def _sparse_scores(self, rows: np.ndarray) -> np.ndarray:
+        return self._sparse.scores(rows, self._sparse_w)
+
     def _transition_cache(self):
         """This thread's LM transition cache (allocated once, cleared by each search)."""
         cache = getattr(self._local, "transition_cache", None)
@@ -182,7 +230,8 @@ class Decoder:
         n = len(tokens)
         max_length = max(1, min(self.max_phrase_length, n))
         with self._vocab_lock:
-            options = collect_options(model, tokens, self.vocab, w, max_length, self.table_limit)
+            options = collect_options(model, tokens, self.vocab, w, max_length, self.table_limit,
+                                      self._sparse_scores if self.sparse_weights else None)
             forced = reference is not None
             if forced:
                 ref = np.array([self.vocab.get(x, -2) for x in reference], dtype=np.int32)
@@ -196,6 +245,8 @@ class Decoder:
         w_reo = np.ascontiguousarray(w[ROLE_COLS[:6]])
         log_beam = math.log(self.beam_threshold) if self.beam_threshold > 0 else -math.inf
         static = options.dense @ w
+        if options.sparse_score is not None:
+            static = static + options.sparse_score
         (h_int, h_flt, _, e_int, e_lm, st_mem, st_cnt, s_w, s_b, s_len, stats) = _kernels.search(
             model.lm.tables, n, options.start, options.end, static, options.reordering, options.fwd_class,
             options.tgt_offsets, options.lm_ids, options.lm_inner, options.lm_state_words,
@@ -216,7 +267,16 @@ class Decoder:
                 return None
             raise InputError("no translation reaches the end of the sentence",
                              expected="a distortion limit that lets every word be covered")
-        hg = Hypergraph(model.space, self.vocab, int(n_nodes), in_offsets, tail_offsets, tails, feat_offsets,
+        n_edges = int(in_offsets[-1])
+        has_opt = edge_arc >= 0
+        edge_opt = np.full(n_edges, -1, dtype=np.int64)
+        edge_opt[has_opt] = e_int[edge_arc[has_opt], _kernels.OPT]
+        edge_rows = np.full(n_edges, -1, dtype=np.int64)
+        edge_rows[has_opt] = options.row[edge_opt[has_opt]]
+        if self._sparse is not None:
+            feat_offsets, feat_ids, feat_values = _kernels.append_edge_features(
+                feat_offsets, feat_ids, feat_values, *self._sparse.features(edge_rows))
+        hg = Hypergraph(self.space, self.vocab, int(n_nodes), in_offsets, tail_offsets, tails, feat_offsets,
                         feat_ids, feat_values, tmpl_offsets, tmpl)
 
         # the 1-best: the best complete hypothesis (its future cost is the exact goal-edge score)
@@ -234,23 +294,27 @@ class Decoder:
         path.reverse()
         words = []
         features = np.zeros(len(FEATURE_NAMES))
+        sparse: dict[str, float] = {}
         for edge in path:
             words.extend(int(x) for x in tmpl[tmpl_offsets[edge] + 1:tmpl_offsets[edge + 1]])
             lo, hi = feat_offsets[edge], feat_offsets[edge + 1]
-            features[feat_ids[lo:hi]] += feat_values[lo:hi]
+            if self._sparse is None:
+                features[feat_ids[lo:hi]] += feat_values[lo:hi]
+                continue
+            for index, value in zip(feat_ids[lo:hi].tolist(), feat_values[lo:hi].tolist()):
+                if index < len(FEATURE_NAMES):
+                    features[index] += value
+                else:
+                    name = self.space.name(index)
+                    sparse[name] = sparse.get(name, 0.0) + value
 
-        has_opt = edge_arc >= 0
-        edge_opt = np.full(hg.n_edges, -1, dtype=np.int64)
-        edge_opt[has_opt] = e_int[edge_arc[has_opt], _kernels.OPT]
         edge_spans = np.full((hg.n_edges, 2), -1, dtype=np.int32)
         edge_spans[has_opt, 0] = options.start[edge_opt[has_opt]]
         edge_spans[has_opt, 1] = options.end[edge_opt[has_opt]]
-        edge_rows = np.full(hg.n_edges, -1, dtype=np.int64)
-        edge_rows[has_opt] = options.row[edge_opt[has_opt]]
         t_emit = time.perf_counter()
         return DecodeResult(
             source=tokens, hypergraph=hg, best=" ".join(self.vocab.decode(words)), score=float(finals[pick]),
-            features=features, edge_spans=edge_spans, edge_rows=edge_rows,
+            features=features, edge_spans=edge_spans, edge_rows=edge_rows, sparse=sparse,
             stats={"options": len(options), "expansions": int(stats[_kernels.ST_EXPANSIONS]),
                    "discarded": int(stats[_kernels.ST_DISCARDED]),
                    "discarded_before_lm": int(stats[_kernels.ST_EARLY]),

@@ -1,0 +1,302 @@
+"""Sparse features of the phrase-based decoder, for large-scale tuning (``Decoder(sparse_features=...)``).
+
+Two families, each switched on by its name:
+
+``rule-id``
+    One indicator per phrase pair (phrase-table row) used, as Moses' ``PhrasePairFeature``
+    (``pp_``) and the "rule identifier" features of the Bayesian-optimisation paper's Table 3:
+    ``RuleId_<source words>~<target words>``, words joined by ``,``; value 1 per use.
+``word-pair``
+    Lexical pairs inside the phrase pairs used, as Moses' ``WordTranslationFeature`` (``wt_``):
+    ``WordPair_<source word>~<target word>`` counts, for every link of the phrase pair's word
+    alignment (the table keeps each pair's alignment from extraction, see
+    :mod:`minismt.extract.table`), that pair of words. Unaligned words give no feature (Moses'
+    default, no ``NULL`` pairs); a phrase pair whose table row has no alignment (hand-made
+    tables) gives none.
+
+Pass-through copies of unknown words have neither (they are sentence-specific; the
+``UnknownWordPenalty`` scores them), nor have the axiom and goal edges.
+
+Names are the words' text, escaped so that every name round-trips through Moses n-best
+lists (a sparse label needs a ``_`` and must not look like a dense ``Label_i``; no
+``|||``), cdec JSON forests and k-best lists (``name=value``), moses.ini and minismt/cdec
+weights files (``name value``, ``#`` starts a comment): in a word, ``%`` ``_`` ``,`` ``~``
+``=`` ``#`` ``|`` ``:`` and control characters become ``%XX`` (their UTF-8 bytes). So the
+only ``_`` of a name is the one after the family label, what follows always contains ``~``
+(never a bare index), and :func:`unescape_word` gives the words back.
+
+The search sees the features through the translation options: each option's static score
+gets ``sum_f w_f * h_f`` over its sparse features (and so does its future-cost estimate and
+the table-limit ranking, as for the dense stateless features), so non-zero sparse weights
+change the search exactly as the features' contribution to the model score; the
+hypergraph's edges carry the features themselves (see :class:`SparseFeatureTable`).
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Iterable, Mapping, Sequence
+
+import numpy as np
+
+from minismt.errors import InputError
+from minismt.features import FeatureSpace
+
+SPARSE_FEATURES = ("rule-id", "word-pair")
+"""The sparse feature families, in their canonical order."""
+
+LABELS = {"rule-id": "RuleId", "word-pair": "WordPair"}
+_FAMILY_OF_LABEL = {label: family for family, label in LABELS.items()}
+
+_SPECIAL = set("%_,~=#|:")
+
+
+def parse_sparse_features(value) -> tuple[str, ...]:
+    """The canonical tuple of sparse feature families of ``value``.
+
+    ``value`` is None, a comma-separated string (``"rule-id,word-pair"``; ``""`` and
+    ``"none"`` mean none) or a sequence of family names. Unknown names are an
+    :class:`InputError`; repeats are dropped and the order is :data:`SPARSE_FEATURES`'.
+    """
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        items = [item.strip() for item in value.split(",") if item.strip()]
+        if items == ["none"]:
+            items = []
+    else:
+        try:
+            items = list(value)
+        except TypeError:
+            raise InputError(f"sparse features {value!r}",
+                             expected="names among " + ", ".join(SPARSE_FEATURES)) from None
+    for item in items:
+        if item not in SPARSE_FEATURES:
+            raise InputError(f"unknown sparse feature {item!r}", expected="names among " + ", ".join(SPARSE_FEATURES))
+    return tuple(family for family in SPARSE_FEATURES if family in items)
+
+
+def escape_word(word: str) -> str:
+    """``word`` with ``% _ , ~ = # | :`` and control characters (and whitespace) as ``%XX``."""
+    if not any(c in _SPECIAL or c <= " " or c == "\x7f" or c.isspace() for c in word):
+        return word
+    out = []
+    for c in word:
+        if c in _SPECIAL or c <= " " or c == "\x7f" or c.isspace():
+            out.extend(f"%{b:02X}" for b in c.encode("utf-8"))
+        else:
+            out.append(c)
+    return "".join(out)
+
+
+def unescape_word(text: str) -> str:
+    """The word :func:`escape_word` escaped."""
+    if "%" not in text:
+        return text
+    data = bytearray()
+    i = 0
+    while i < len(text):
+        if text[i] == "%" and _is_hex(text[i + 1:i + 3]):
+            data.append(int(text[i + 1:i + 3], 16))
+            i += 3
+        else:
+            data.extend(text[i].encode("utf-8"))
+            i += 1
+    return data.decode("utf-8")
+
+
+def _is_hex(text: str) -> bool:
+    return len(text) == 2 and all(c in "0123456789ABCDEFabcdef" for c in text)
+
+
+def rule_id_name(source: Sequence[str], target: Sequence[str]) -> str:
+    """``RuleId_<source words>~<target words>`` (words escaped, joined by ``,``)."""
+    return (f"{LABELS['rule-id']}_" + ",".join(map(escape_word, source)) + "~"
+            + ",".join(map(escape_word, target)))
+
+
+def word_pair_name(source: str, target: str) -> str:
+    """``WordPair_<source word>~<target word>`` (escaped)."""
+    return f"{LABELS['word-pair']}_{escape_word(source)}~{escape_word(target)}"
+
+
+def family_of(name: str) -> str | None:
+    """The family (``"rule-id"``, ``"word-pair"``) whose names ``name`` looks like, else None."""
+    label, sep, rest = name.partition("_")
+    if not sep or "~" not in rest:
+        return None
+    return _FAMILY_OF_LABEL.get(label)
+
+
+def parse_name(name: str) -> tuple[str, list[str], list[str]] | None:
+    """``(family, source words, target words)`` of a sparse feature name, or None."""
+    family = family_of(name)
+    if family is None:
+        return None
+    source, _, target = name.partition("_")[2].partition("~")
+    if family == "rule-id":
+        return family, [unescape_word(w) for w in source.split(",")], [unescape_word(w) for w in target.split(",")]
+    return family, [unescape_word(source)], [unescape_word(target)]
+
+
+def split_weights(weights, families: Iterable[str], dense_names: Sequence[str]):
+    """``(dense weights, {sparse name: weight})`` of a decoder's ``weights`` argument.
+
+    Only a ``{name: value}`` mapping can hold sparse weights; a name of an enabled family goes
+    to the sparse part, any other name stays with the dense ones (the model checks them). A
+    sparse name of a family that is not enabled is an :class:`InputError`.
+    """
+    if not isinstance(weights, Mapping):
+        return weights, {}
+    families = set(families)
+    dense_set = set(dense_names)
+    dense: dict = {}
+    sparse: dict[str, float] = {}
+    for name, value in weights.items():
+        family = None if name in dense_set else family_of(name) if isinstance(name, str) else None
+        if family is None:
+            dense[name] = value
+        elif family in families:
+            try:
+                value = float(value)
+            except (TypeError, ValueError):
+                raise InputError(f"weight of {name} is {value!r}", expected="a number") from None
+            if not np.isfinite(value):
+                raise InputError(f"weight of {name} is {value}", expected="a finite number")
+            sparse[name] = value
+        else:
+            raise InputError(f"weight of the sparse feature {name!r}, but the decoder's {family} features are off",
+                             expected=f"sparse_features including {family!r} (--sparse-features)")
+    return dense, sparse
+
+
+class SparseFeatureTable:
+    """The sparse features of every phrase-table row, computed when first needed and kept.
+
+    Row ``r``'s features are ``ids[lo[r]:hi[r]]`` / ``values[...]`` (sorted ids of ``space``,
+    summed counts); ``lo[r] < 0`` until computed. One table per model and set of families is
+    shared by the decoders of the model (:meth:`for_model`), so new weights do not recompute
+    names; it is thread-safe.
+    """
+
+    def __init__(self, table, families: Sequence[str], space: FeatureSpace | None = None):
+        from minismt.decode.model import FEATURE_NAMES
+        self.table = table
+        self.families = tuple(families)
+        self.space = space if space is not None else FeatureSpace(FEATURE_NAMES)
+        n = len(table)
+        self.lo = np.full(n, -1, dtype=np.int64)
+        self.hi = np.full(n, -1, dtype=np.int64)
+        self.ids = np.empty(1024, dtype=np.int32)
+        self.values = np.empty(1024, dtype=np.float64)
+        self.size = 0
+        self._src_words: dict[int, str] = {}
+        self._tgt_words: dict[int, str] = {}
+        self._pair_ids: dict[tuple[int, int], int] = {}
+        self._lock = threading.Lock()
+
+    @classmethod
+    def for_model(cls, model, families: Sequence[str]) -> "SparseFeatureTable":
+        """The model's table for ``families`` (made on first use and kept on the model)."""
+        key = tuple(families)
+        cache = model.__dict__.setdefault("_sparse_tables", {})
+        table = cache.get(key)
+        if table is None:
+            table = cache[key] = cls(model.table, key)
+        return table
+
+    def weight_array(self, weights: Mapping[str, float]) -> np.ndarray:
+        """``{sparse name: weight}`` as an array over the space (names added to it), 0 elsewhere."""
+        with self._lock:
+            out = self.space.weights(weights, grow=True)
+        out[: self.space.n_dense] = 0.0
+        return out
+
+    # ---- names ----------------------------------------------------------------------------
+    def _source_word(self, i: int) -> str:
+        word = self._src_words.get(i)
+        if word is None:
+            word = self._src_words[i] = self.table.src_vocab[i]
+        return word
+
+    def _target_word(self, i: int) -> str:
+        word = self._tgt_words.get(i)
+        if word is None:
+            word = self._tgt_words[i] = self.table.tgt_vocab[i]
+        return word
+
+    def _row_features(self, row: int, source: int) -> dict[int, float]:
+        table, space = self.table, self.space
+        src = table.src_words[table.src_offsets[source]:table.src_offsets[source + 1]].tolist()
+        tgt = table.tgt_words[table.tgt_offsets[row]:table.tgt_offsets[row + 1]].tolist()
+        out: dict[int, float] = {}
+        if "rule-id" in self.families:
+            name = rule_id_name([self._source_word(i) for i in src], [self._target_word(i) for i in tgt])
+            out[space.add(name)] = 1.0
+        if "word-pair" in self.families:
+            for s, t in table.align_links[table.align_offsets[row]:table.align_offsets[row + 1]].tolist():
+                if not (0 <= s < len(src) and 0 <= t < len(tgt)):
+                    continue
+                key = (src[s], tgt[t])
+                index = self._pair_ids.get(key)
+                if index is None:
+                    index = self._pair_ids[key] = space.add(
+                        word_pair_name(self._source_word(key[0]), self._target_word(key[1])))
+                out[index] = out.get(index, 0.0) + 1.0
+        return out
+
+    def _ensure(self, rows: np.ndarray) -> None:
+        """Compute the features of the rows (>= 0) not yet known (the caller holds the lock)."""
+        rows = rows[rows >= 0]
+        missing = np.unique(rows[self.lo[rows] < 0])
+        if missing.shape[0] == 0:
+            return
+        sources = np.searchsorted(self.table.row_offsets, missing, side="right") - 1
+        for row, source in zip(missing.tolist(), sources.tolist()):
+            features = self._row_features(row, source)
+            need = self.size + len(features)
+            if need > self.ids.shape[0]:
+                capacity = max(need, 2 * self.ids.shape[0])
+                self.ids = np.concatenate([self.ids[:self.size], np.empty(capacity - self.size, np.int32)])
+                self.values = np.concatenate([self.values[:self.size], np.empty(capacity - self.size)])
+            keys = sorted(features)
+            self.ids[self.size:need] = keys
+            self.values[self.size:need] = [features[k] for k in keys]
+            self.lo[row] = self.size
+            self.hi[row] = need
+            self.size = need
+
+    # ---- per option / per edge ----------------------------------------------------------------
+    def scores(self, rows: np.ndarray, weights: np.ndarray) -> np.ndarray:
+        """``sum_f w_f h_f`` of each row (0 for rows < 0); ``weights`` over the space's first names
+        (ids beyond it weigh 0)."""
+        rows = np.asarray(rows, dtype=np.int64)
+        if rows.shape[0] == 0 or not np.any(weights):
+            return np.zeros(rows.shape[0])
+        with self._lock:
+            self._ensure(rows)
+            offsets, ids, values = self._gather(rows)
+        w = np.zeros(ids.shape[0])
+        inside = ids < weights.shape[0]
+        w[inside] = weights[ids[inside]]
+        contributions = w * values
+        owner = np.repeat(np.arange(rows.shape[0]), np.diff(offsets))
+        return np.bincount(owner, weights=contributions, minlength=rows.shape[0])
+
+    def features(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """CSR ``(offsets, ids, values)`` of the rows' features (none for rows < 0)."""
+        rows = np.asarray(rows, dtype=np.int64)
+        with self._lock:
+            self._ensure(rows)
+            return self._gather(rows)
+
+    def _gather(self, rows: np.ndarray):
+        has = rows >= 0
+        lo = np.zeros(rows.shape[0], dtype=np.int64)
+        length = np.zeros(rows.shape[0], dtype=np.int64)
+        lo[has] = self.lo[rows[has]]
+        length[has] = self.hi[rows[has]] - lo[has]
+        offsets = np.zeros(rows.shape[0] + 1, dtype=np.int64)
+        np.cumsum(length, out=offsets[1:])
+        positions = np.arange(offsets[-1], dtype=np.int64) - np.repeat(offsets[:-1] - lo, length)
+        return offsets, self.ids[positions], self.values[positions]
