@@ -33,6 +33,7 @@ class DecodeJob:
     distinct: bool = True
     hypergraph_dir: str | None = None
     sparse_features: tuple[str, ...] = ()  # sparse feature families (minismt.decode.sparse), e.g. ("rule-id",)
+    return_hypergraph: bool = False  # send each search graph back (Hypergraph.to_portable)
 
     def key(self) -> tuple:
         weights = tuple(sorted((self.weights or {}).items()))
@@ -59,6 +60,7 @@ class SentenceOutput:
     n_edges: int = 0
     sparse: dict = field(default_factory=dict)
     kbest_sparse: list[dict] = field(default_factory=list)
+    hypergraph: dict | None = None  # with DecodeJob.return_hypergraph: Hypergraph.to_portable()
 
 
 def _decoder(job: DecodeJob):
@@ -98,6 +100,8 @@ def decode_chunk(job: DecodeJob, indices: Sequence[int], sentences: Sequence[str
             dense = found.dense_features()
             output.kbest = [(text, float(score), dense[k])
                             for k, (text, score) in enumerate(zip(found.texts, found.scores))]
+        if job.return_hypergraph:
+            output.hypergraph = result.hypergraph.to_portable()
         if job.hypergraph_dir is not None:
             from minismt.hypergraph import write_cdec_json
             write_cdec_json(result.hypergraph, os.path.join(job.hypergraph_dir, f"{index}.json.gz"))

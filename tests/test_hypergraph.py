@@ -768,3 +768,19 @@ def test_fuzz_mutated_json_values(small_texts, data):
                      data.draw(json_values))
         sites = list(mutation_sites(doc))
     load_or_input_error(to_json(doc))
+
+
+def test_portable_forests_rebuild_in_another_space_and_vocabulary():
+    """to_portable/from_portable (how worker processes send forests back): ids are remapped by name and
+    word, so k-best strings, scores and features are unchanged in a space with another order."""
+    folder = shared_path("fixtures", "cdec", "decode_nc", "hgs_json_p17")
+    graph = read_cdec_json(folder / "3.json")
+    space = FeatureSpace(["PassThrough", "LanguageModel"])
+    vocab = Vocabulary()
+    vocab.add("zzz")
+    again = Hypergraph.from_portable(graph.to_portable(), space, vocab)
+    weights = {name: 0.1 * (k + 1) * (-1) ** k for k, name in enumerate(graph.space.names)}
+    first, second = graph.kbest(20, weights), again.kbest(20, weights)
+    assert first.texts == second.texts and np.array_equal(first.scores, second.scores)
+    assert [d.features() for d in first] == [d.features() for d in second]
+    assert again.space is space and again.vocab is vocab and space.names[:2] == ["PassThrough", "LanguageModel"]

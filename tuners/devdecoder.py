@@ -92,20 +92,15 @@ class MinismtDevDecoder:
         return kbest, [o.best for o in outputs]
 
     def decode_hypergraphs(self, weights: np.ndarray, iteration: int) -> tuple[list, list[str]]:
-        """The search graph of every dev sentence under ``weights`` (hypergraph tuners) and the 1-best.
-
-        The workers write each forest as lossless cdec JSON into a temporary folder, read back here
-        into this decoder's feature space and one vocabulary shared by every iteration's forests.
-        """
-        import tempfile
+        """The search graph of every dev sentence under ``weights`` (hypergraph tuners) and the 1-best,
+        over this decoder's feature space and one vocabulary shared by every iteration's forests."""
         from dataclasses import replace
 
-        from minismt.hypergraph import read_cdec_forests
-        with tempfile.TemporaryDirectory(prefix="minismt-forests-") as folder:
-            job = replace(self._job(weights), kbest=0, hypergraph_dir=folder)
-            outputs = decode_corpus(job, self.sentences, executor=self._executor(), jobs=self.jobs,
-                                    progress=self.progress)
-            graphs = read_cdec_forests(folder, len(self.sentences), self.space, self.vocab)
+        from minismt.hypergraph import Hypergraph
+        job = replace(self._job(weights), kbest=0, return_hypergraph=True)
+        outputs = decode_corpus(job, self.sentences, executor=self._executor(), jobs=self.jobs,
+                                progress=self.progress)
+        graphs = [Hypergraph.from_portable(o.hypergraph, self.space, self.vocab) for o in outputs]
         return graphs, [o.best for o in outputs]
 
     def force(self, weights: np.ndarray, references: Sequence[str], iteration: int) -> KBest:

@@ -191,6 +191,31 @@ class Hypergraph:
         args.update(changes)
         return Hypergraph(**args)
 
+    def to_portable(self) -> dict:
+        """The forest as plain arrays plus the words and feature names it uses, with ids local to it:
+        what a worker process sends back (the space and vocabulary objects stay behind; rules, spans
+        and hashes are left out)."""
+        words, tmpl_local = np.unique(self.tmpl[self.tmpl >= 0], return_inverse=True)
+        tmpl = self.tmpl.copy()
+        tmpl[self.tmpl >= 0] = tmpl_local
+        names, feat_local = np.unique(self.feat_ids, return_inverse=True)
+        return {"n_nodes": self.n_nodes, "in_offsets": self.in_offsets, "tail_offsets": self.tail_offsets,
+                "tails": self.tails, "feat_offsets": self.feat_offsets,
+                "feat_ids": feat_local.astype(np.int32), "feat_values": self.feat_values,
+                "tmpl_offsets": self.tmpl_offsets, "tmpl": tmpl,
+                "words": [self.vocab[int(i)] for i in words], "names": [self.space.name(int(i)) for i in names]}
+
+    @classmethod
+    def from_portable(cls, data: dict, space: FeatureSpace, vocab: Vocabulary) -> "Hypergraph":
+        """The forest of :meth:`to_portable` over ``space`` and ``vocab`` (new names and words are added)."""
+        word_ids = np.array([vocab.add(w) for w in data["words"]] + [0], dtype=np.int32)
+        name_ids = np.array([space.add(n) for n in data["names"]] + [0], dtype=np.int32)
+        tmpl = np.asarray(data["tmpl"], dtype=np.int32)
+        tmpl = np.where(tmpl >= 0, word_ids[np.maximum(tmpl, 0)], tmpl).astype(np.int32)
+        return cls(space, vocab, data["n_nodes"], data["in_offsets"], data["tail_offsets"], data["tails"],
+                   data["feat_offsets"], name_ids[np.asarray(data["feat_ids"], dtype=np.int64)],
+                   data["feat_values"], data["tmpl_offsets"], tmpl)
+
     # ---- weights ---------------------------------------------------------------------
     def weight_array(self, w) -> np.ndarray:
         """``w`` as a float64 array over the feature space.
