@@ -30,19 +30,41 @@ TUNERS = ["mert", "pro", "apro", "kbmira", "oro", "o-oro", "listnet", "listmle",
           "listmle-te", "structsvm", "structsvm correct=oracle"]
 ACCUMULATION_STUDY = ["listnet accumulate=merge", "listmle-te accumulate=merge"]
 """With ``--accumulation-study``: the listwise tuners with k-best merging instead of instance aggregating."""
+HYPERGRAPH_STUDY = ["mert", "hg-mert", "nbl-bo", "hg-bo", "chg-bo"]
+"""With ``--hypergraph-study``: n-best and hypergraph MERT and the BO tuners (issue 7), test BLEU per iteration."""
 SEEDS = [0, 1, 2]
 DETERMINISTIC = {"apro", "structsvm"}  # no random choice: one run stands for every seed
 
 
-def comparison_runs(quick: bool, labels=TUNERS) -> list[tuple]:
-    """(tuner, seed, params) of the comparison: seeded tuners 3 times, deterministic ones once."""
+def comparison_runs(quick: bool, labels=TUNERS, seed_major: bool = False) -> list[tuple]:
+    """(tuner, seed, params) of the comparison: seeded tuners 3 times, deterministic ones once; with
+    ``seed_major`` every tuner's seed 0 first (partial results then cover every tuner)."""
     runs = []
     for label in labels:
         name, *options = label.split()
         params = dict(option.split("=") for option in options)
         seeds = [0] if quick or name in DETERMINISTIC else SEEDS
         runs.extend((name, seed, params) for seed in seeds)
+    if seed_major:
+        runs.sort(key=lambda run: run[1])
     return runs
+
+
+def iteration_table(result: dict) -> str:
+    """Markdown: mean dev / test BLEU of the weights decoded at each iteration, per tuner."""
+    length = max(len(r["iterations"]) for r in result["runs"])
+    lines = ["| tuner | " + " | ".join(f"it {i + 1} dev / test" for i in range(length)) + " |",
+             "|---|" + "---|" * length]
+    for name in _labels(result):
+        runs = [r for r in result["runs"] if r["tuner"] == name]
+        cells = []
+        for i in range(length):
+            at = [r["iterations"][i] for r in runs if i < len(r["iterations"])]
+            dev = statistics.mean(x["dev_bleu"] for x in at) if at else None
+            tests = [x["test_bleu"] for x in at if x.get("test_bleu") is not None]
+            cells.append("" if dev is None else f"{dev:.2f} / {statistics.mean(tests):.2f}" if tests else f"{dev:.2f}")
+        lines.append(f"| {name} ({len(runs)} runs) | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
 
 
 def _labels(result: dict) -> list[str]:
@@ -99,10 +121,12 @@ def curves(result: dict, path: str) -> None:
 
 
 def run(quick: bool = False, corpus: str = "multi30k-de-en", png: str | None = None,
-        partial_json: str | None = None, labels=TUNERS) -> dict:
-    result = tuner_quality.run(quick=quick, corpus=corpus, runs=comparison_runs(quick, labels),
-                               partial_json=partial_json, test_every_iteration=False)
+        partial_json: str | None = None, labels=TUNERS, per_iteration: bool = False) -> dict:
+    result = tuner_quality.run(quick=quick, corpus=corpus, runs=comparison_runs(quick, labels, per_iteration),
+                               partial_json=partial_json, test_every_iteration=per_iteration)
     result["table"] = table(result)
+    if per_iteration:
+        result["iteration_table"] = iteration_table(result)
     if png:
         curves(result, png)
         result["png"] = png
@@ -119,6 +143,8 @@ if __name__ == "__main__":
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--accumulation-study", action="store_true",
                         help="run only " + ", ".join(ACCUMULATION_STUDY) + " (compare with the main table)")
+    parser.add_argument("--hypergraph-study", action="store_true",
+                        help="run " + ", ".join(HYPERGRAPH_STUDY) + " with test BLEU at every iteration")
     args = parser.parse_args()
     if args.from_json:
         with open(args.from_json, encoding="utf-8") as handle:
@@ -126,9 +152,13 @@ if __name__ == "__main__":
         if isinstance(earlier, list):  # a --partial-json file: the runs so far
             earlier = {"corpus": args.corpus, "runs": earlier, "summary": tuner_quality.summarize(earlier)}
         print(table(earlier))
+        if any(i.get("test_bleu") is not None for r in earlier["runs"] for i in r["iterations"]):
+            print(iteration_table(earlier))
         if args.png:
             curves(earlier, args.png)
     else:
         print(json.dumps(run(quick=args.quick, corpus=args.corpus, png=args.png,
                              partial_json=args.partial_json,
-                             labels=ACCUMULATION_STUDY if args.accumulation_study else TUNERS)))
+                             labels=(ACCUMULATION_STUDY if args.accumulation_study else
+                                     HYPERGRAPH_STUDY if args.hypergraph_study else TUNERS),
+                             per_iteration=args.hypergraph_study)))
