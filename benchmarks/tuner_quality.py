@@ -35,18 +35,13 @@ def run(quick: bool = False, iterations: int = 6, stack: int = 100, jobs: int = 
     ``params`` are the tuner's, except ``accumulate`` (merge | aggregate | none), the tuning loop's.
     ``partial_json``: a file rewritten after every tuning run with the results so far.
     """
-    from corpora.fetch import fetch
     from minismt.io import read_lines
-    from minismt.train import Trainer, TrainingConfig
     from tuners.devdecoder import MinismtDevDecoder
     from tuners.loop import TuningRun
     if quick:
         iterations = 2
     with tempfile.TemporaryDirectory() as tmp:
-        data, model = Path(tmp) / "data", Path(tmp) / "model"
-        fetch(corpus, data, from_dir=MULTI30K, progress=False)
-        Trainer(TrainingConfig(src=str(data / "train.src"), tgt=str(data / "train.tgt"), out=str(model),
-                               lm_order=4, progress=False)).run()
+        data, model = prepare(corpus, Path(tmp))
         dev_src, dev_ref = read_lines(data / "dev.src"), read_lines(data / "dev.tgt")
         test_src, test_ref = read_lines(data / "test.src"), read_lines(data / "test.tgt")
         if quick:
@@ -89,6 +84,17 @@ def run(quick: bool = False, iterations: int = 6, stack: int = 100, jobs: int = 
     return {"corpus": corpus, "dev_sentences": len(dev_src), "test_sentences": len(test_src), "iterations": iterations,
             "stack": stack, "summary": summary, "runs": results,
             "moses": {"mert_test_2016": 39.99, "kbmira_test_2016": 40.36, "untuned_test_2016": 39.93}}
+
+
+def prepare(corpus: str, folder: Path) -> tuple[Path, Path]:
+    """Fetch ``corpus`` (from ../shared) into ``folder/data`` and train a 4-gram model in ``folder/model``."""
+    from corpora.fetch import fetch
+    from minismt.train import Trainer, TrainingConfig
+    data, model = folder / "data", folder / "model"
+    fetch(corpus, data, from_dir=MULTI30K, progress=False)
+    Trainer(TrainingConfig(src=str(data / "train.src"), tgt=str(data / "train.tgt"), out=str(model),
+                           lm_order=4, progress=False)).run()
+    return data, model
 
 
 def summarize(results: list[dict]) -> dict:

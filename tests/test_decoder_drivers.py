@@ -298,3 +298,24 @@ def test_minismt_decoder_outputs_forests(tmp_path):
     assert [g.viterbi(decoder.default_weights).text for g in graphs] == best
     again, _ = decoder.decode_hypergraphs(decoder.default_weights, 1)
     assert again[0].vocab is graphs[0].vocab
+
+
+@pytest.mark.parametrize("kind", ["moses", "cdec"])
+@pytest.mark.parametrize("tuner, params", [("hg-mert", {"n_random_restarts": 2}), ("hg-bo", {"steps": 8})])
+def test_hypergraph_tuners_on_real_moses_and_cdec_forests(tmp_path, kind, tuner, params):
+    """Hypergraph MERT and HG-BO tune on the forests the drivers read: Moses' hypergraphs of the m30k
+    system and cdec's decode_nc forests (the real fixture files, passed through the fake programs)."""
+    if kind == "moses":
+        folder, command = _moses_fixture()
+        sources = read_lines(folder / "hypergraphs" / "dev5.src")
+        refs = read_lines(folder / "hypergraphs" / "dev5.ref")
+        decoder = MosesDevDecoder(command, folder / "moses.untuned.ini", sources, tmp_path / "w")
+    else:
+        folder, command = _cdec_fixture("hgs_json_p17")
+        sources, refs = read_lines(folder / "dev.src"), read_lines(folder / "dev.refs")
+        decoder = CdecDevDecoder(command, folder / "cdec.ini", folder / "weights.init", sources, tmp_path / "w")
+    run = TuningRun(decoder, [[r] for r in refs], tuner, tmp_path / "run", max_iter=2, seed=1, tuner_params=params)
+    run.run(decoder.default_weights)
+    first = run.history[0]
+    assert first.tuned_bleu > first.dev_bleu      # the tuned weights win on the forests they were tuned on
+    assert len(run.history) == 2 and (tmp_path / "w" / "decode.1" / "hypergraphs").is_dir()
