@@ -375,7 +375,12 @@ def _add_corpora(sub) -> None:
     add_corpora_command(sub)
 
 
-COMMANDS = [_add_eval, _add_extract, _add_train, _add_decode, _add_tune, _add_corpora]
+def _add_pipeline(sub) -> None:
+    from minismt.pipeline.cli import add_pipeline_commands
+    add_pipeline_commands(sub)
+
+
+COMMANDS = [_add_eval, _add_extract, _add_train, _add_decode, _add_tune, _add_corpora, _add_pipeline]
 
 
 def main(argv=None) -> int:
@@ -390,7 +395,7 @@ def main(argv=None) -> int:
         print(f"minismt: error: {err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("minismt: interrupted", file=sys.stderr)
+        print("minismt: interrupted (tune, pipeline and demo resume when run again)", file=sys.stderr)
         return 130
 
 

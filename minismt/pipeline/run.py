@@ -1,0 +1,483 @@
+"""``minismt pipeline``: corpus -> train -> tune (tuners x seeds) -> test -> report, every step cached.
+
+Each step keeps its outputs in ``WORK/<step>-<key>/`` where the key is the sha256
+of the step's configuration and of its inputs (the digest of the corpus files,
+the model's training keys, the tuned weights, ...). A step that finished writes
+``step.json`` last; when the pipeline runs again a step whose folder holds a
+``step.json`` with the same key is skipped ("cached" in the log). A tuning run
+that was killed resumes from its last checkpoint (:class:`tuners.loop.TuningRun`
+keeps one per iteration in its run folder) and ends with the same weights as an
+uninterrupted run; a training step that was killed redoes only its unfinished
+parts (:class:`minismt.train.Trainer` caches its own sub-steps).
+
+Everything the pipeline does is appended to ``WORK/pipeline.log`` with a time
+stamp: which step ran or was cached, its key and its time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import sys
+import threading
+import time
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from dataclasses import asdict, dataclass, field
+from typing import Callable
+
+from minismt import __version__
+from minismt.errors import InputError
+from minismt.io import atomic_write, file_sha256, read_lines, write_lines
+from minismt.pipeline.config import LOCAL, SYNTHETIC, PipelineConfig
+
+STEP_FILE = "step.json"
+LOG_FILE = "pipeline.log"
+STEP_FORMAT = 1  # bump when a step's outputs change meaning, so that old folders are not reused
+
+
+def digest(value) -> str:
+    """sha256 of a JSON-able value (keys sorted): the key of a step."""
+    return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode("utf-8")).hexdigest()
+
+
+def files_digest(paths) -> str:
+    """sha256 over the sha256 of each file, in order."""
+    h = hashlib.sha256()
+    for path in paths:
+        h.update(file_sha256(path).encode())
+    return h.hexdigest()
+
+
+class PipelineLog:
+    """Appends time-stamped lines to the log file; echoes them to stderr (above any progress bar)."""
+
+    def __init__(self, path: str, echo: bool = True):
+        self.path = path
+        self.echo = echo
+        self._lock = threading.Lock()
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+
+    def __call__(self, message: str) -> None:
+        stamp = time.strftime("%Y-%m-%d %H:%M:%S")
+        with self._lock:
+            with open(self.path, "a", encoding="utf-8") as handle:
+                handle.write(f"{stamp} {message}\n")
+            if self.echo:
+                from tqdm import tqdm
+                tqdm.write(f"[pipeline] {message}", file=sys.stderr)
+
+
+@dataclass
+class StepOutcome:
+    """A step of this pipeline run: was it cached, how long it took (when it ran), what it gave."""
+
+    step: str
+    label: str
+    key: str
+    folder: str
+    cached: bool
+    seconds: float
+    result: dict = field(default_factory=dict)
+    ran_seconds: float | None = None  # how long the step took when it ran (also for a cached step)
+
+
+def _read_step(folder: str, key: str) -> dict | None:
+    try:
+        with open(os.path.join(folder, STEP_FILE), encoding="utf-8") as handle:
+            record = json.load(handle)
+    except (OSError, ValueError):
+        return None
+    return record if record.get("key") == key and record.get("format") == STEP_FORMAT else None
+
+
+def _write_step(folder: str, step: str, label: str, key: str, key_parts: dict, seconds: float,
+                result: dict) -> None:
+    record = {"format": STEP_FORMAT, "step": step, "label": label, "key": key, "inputs": key_parts,
+              "seconds": round(seconds, 3), "finished": time.strftime("%Y-%m-%dT%H:%M:%S"),
+              "minismt": __version__, "result": result}
+    with atomic_write(os.path.join(folder, STEP_FILE)) as out:
+        json.dump(record, out, indent=1, sort_keys=True, default=str)
+
+
+# ---- the tuning run of one (tuner, seed), also run in worker processes ------------------------
+def tune_one(spec: dict, log: Callable[[str], None] | None = None) -> dict:
+    """Tune (or resume) one run described by ``spec``; returns its results. Logs its start to ``log``,
+    or (in a worker process) appends it to the log file ``spec["log_path"]``."""
+    from tuners.devdecoder import MinismtDevDecoder
+    from tuners.loop import TuningRun
+    began = time.perf_counter()
+    if log is None and spec.get("log_path"):
+        log = PipelineLog(spec["log_path"], echo=False)
+    if log is not None:
+        done = _checkpoint_progress(spec["run_dir"], spec["iterations"])
+        how = f"resuming after iteration {done - 1}" if done else "running"
+        log(f"{spec['label']}: {how} (key {spec['key'][:12]}, pid {os.getpid()}, {spec['run_dir']})")
+    os.makedirs(spec["folder"], exist_ok=True)
+    sources = read_lines(spec["dev_src"])
+    references = [[r] for r in read_lines(spec["dev_ref"])]
+    decoder = MinismtDevDecoder(spec["model_dir"], sources, kbest=spec["kbest"], jobs=spec["jobs"],
+                                stack_size=spec["stack"], progress=False)
+    try:
+        run = TuningRun(decoder, references, spec["tuner"], spec["run_dir"], accumulate=spec["accumulate"],
+                        reset_after=spec["reset_after"], max_iter=spec["iterations"], seed=spec["seed"],
+                        return_best=spec["keep"] == "best", lowercase=spec["lowercase"],
+                        tuner_params=spec["params"])
+        final = run.run(decoder.default_weights)
+    finally:
+        decoder.close()
+    history = [dict(r.__dict__) for r in run.history]
+    return {"history": history, "weights": decoder.space.weights_dict(final, skip_zero_sparse=True),
+            "tune_seconds": round(sum(r["seconds"] for r in history), 3),
+            "best_dev_bleu": max((r["dev_bleu"] for r in history), default=None),
+            "accumulate": run.accumulate, "wall_seconds": round(time.perf_counter() - began, 3)}
+
+
+def _describe(err: BaseException) -> str:
+    text = str(err)
+    return f"{type(err).__name__}: {text}" if text else type(err).__name__
+
+
+def _spawn():
+    """Worker processes start fresh ("spawn"): forking a process that has used OpenMP (training,
+    scipy) can crash the child ("fork() called from a process already using GNU OpenMP")."""
+    import multiprocessing
+    return multiprocessing.get_context("spawn")
+
+
+def _checkpoint_progress(run_dir: str, max_iter: int) -> int:
+    """Iterations a run has finished, from its checkpoint (max_iter once it is done)."""
+    try:
+        with open(os.path.join(run_dir, "checkpoint.json"), encoding="utf-8") as handle:
+            state = json.load(handle)
+    except (OSError, ValueError):
+        return 0
+    return max_iter if state.get("done") else min(max_iter, int(state.get("iteration", -1)) + 1)
+
+
+class _Poller(threading.Thread):
+    """Moves a progress bar to the sum of the pending runs' finished iterations."""
+
+    def __init__(self, bar, runs: list[tuple[str, int]], interval: float = 0.5):
+        super().__init__(daemon=True)
+        self.bar, self.runs, self.interval = bar, runs, interval
+        self.stop = threading.Event()
+
+    def update(self) -> None:
+        done = sum(_checkpoint_progress(d, m) for d, m in self.runs)
+        if done != self.bar.n:
+            self.bar.n = done
+            self.bar.refresh()
+
+    def run(self) -> None:
+        while not self.stop.wait(self.interval):
+            self.update()
+
+
+class Pipeline:
+    """Runs a :class:`PipelineConfig`: ``Pipeline(config).run()`` returns the report (a dict)."""
+
+    def __init__(self, config: PipelineConfig, progress: bool = True, echo: bool = True,
+                 log: Callable[[str], None] | None = None):
+        self.config = config
+        self.work = os.path.abspath(config.work_dir)
+        os.makedirs(self.work, exist_ok=True)
+        self.progress = progress
+        self.log = log or PipelineLog(os.path.join(self.work, LOG_FILE), echo=echo)
+        self.log_path = os.path.join(self.work, LOG_FILE)
+        self.steps: list[StepOutcome] = []
+
+    # ---- caching ------------------------------------------------------------------------------
+    def folder(self, step: str, key: str, label: str | None = None) -> str:
+        name = f"{step}-{label}-{key[:12]}" if label else f"{step}-{key[:12]}"
+        return os.path.join(self.work, name)
+
+    def step(self, step: str, label: str, key_parts: dict, run: Callable[[str], dict]) -> StepOutcome:
+        """Run ``run(folder)`` unless the step with these inputs has finished before."""
+        key_parts = {"step": step, "format": STEP_FORMAT, **key_parts}
+        key = digest(key_parts)
+        folder = self.folder(step, key, label if label != step else None)
+        record = _read_step(folder, key)
+        if record is not None:
+            self.log(f"{label}: cached, not redone (key {key[:12]}, {record['seconds']:.1f} s when it ran)")
+            outcome = StepOutcome(step, label, key, folder, True, 0.0, record["result"], record["seconds"])
+        else:
+            resumed = os.path.isdir(folder)
+            self.log(f"{label}: {'resuming an unfinished run' if resumed else 'running'} (key {key[:12]})")
+            os.makedirs(folder, exist_ok=True)
+            began = time.perf_counter()
+            result = run(folder)
+            seconds = time.perf_counter() - began
+            _write_step(folder, step, label, key, key_parts, seconds, result)
+            self.log(f"{label}: done in {seconds:.1f} s")
+            outcome = StepOutcome(step, label, key, folder, False, round(seconds, 3), result, round(seconds, 3))
+        self.steps.append(outcome)
+        return outcome
+
+    # ---- steps ---------------------------------------------------------------------------------
+    def corpus(self) -> StepOutcome:
+        c = self.config.corpus
+        parts = {"corpus": {k: v for k, v in c.items()}}
+        if c["name"] == LOCAL:
+            parts["files"] = files_digest(os.path.join(c["path"], f"{s}.{side}")
+                                          for s in ("train", "dev", c["test_split"]) for side in ("src", "tgt"))
+
+        def run(folder: str) -> dict:
+            if c["name"] == SYNTHETIC:
+                from corpora.synthetic import write_synthetic
+                write_synthetic(folder, c["size"], c["seed"], dev=c["dev"], test=c["test"])
+                source = {"name": SYNTHETIC, "seed": c["seed"]}
+            else:
+                if c["name"] == LOCAL:
+                    origin = c["path"]
+                    source = {"name": LOCAL, "path": origin}
+                else:
+                    from corpora.fetch import fetch
+                    origin = os.path.join(self.work, f"download-{c['name']}")
+                    manifest = fetch(c["name"], origin, from_dir=c["from"], progress=self.progress,
+                                     max_train=c["size"])
+                    source = {"name": c["name"], "source_language": manifest.get("source_language"),
+                              "target_language": manifest.get("target_language")}
+                limits = {"train": c["size"], "dev": c["dev"], "test": c["test"]}
+                for split, origin_split in (("train", "train"), ("dev", "dev"), ("test", c["test_split"])):
+                    for side in ("src", "tgt"):
+                        lines = read_lines(os.path.join(origin, f"{origin_split}.{side}"))
+                        if limits[split] is not None:
+                            lines = lines[: limits[split]]
+                        write_lines(os.path.join(folder, f"{split}.{side}"), lines)
+            sizes = {split: len(read_lines(os.path.join(folder, f"{split}.src"))) for split in ("train", "dev", "test")}
+            for split, n in sizes.items():
+                if n == 0:
+                    raise InputError(f"the {split} split of corpus {c['name']!r} is empty", folder)
+            return {**source, "pairs": sizes, "digest": files_digest(self.corpus_files(folder))}
+
+        return self.step("corpus", "corpus", parts, run)
+
+    @staticmethod
+    def corpus_files(folder: str) -> list[str]:
+        return [os.path.join(folder, f"{s}.{side}") for s in ("train", "dev", "test") for side in ("src", "tgt")]
+
+    def train(self, corpus: StepOutcome) -> StepOutcome:
+        t = self.config.train
+
+        def run(folder: str) -> dict:
+            from minismt.train import Trainer, TrainingConfig
+            config = TrainingConfig(src=os.path.join(corpus.folder, "train.src"),
+                                    tgt=os.path.join(corpus.folder, "train.tgt"), out=os.path.join(folder, "model"),
+                                    lm_order=t["lm_order"], lowercase=t["lowercase"], max_length=t["max_length"],
+                                    max_phrase_length=t["max_phrase_length"], table_limit=t["table_limit"],
+                                    ibm1_iterations=t["ibm1_iterations"], hmm_iterations=t["hmm_iterations"],
+                                    progress=self.progress)
+            trainer = Trainer(config, log=lambda m: self.log(f"train: {m}"))
+            manifest = trainer.run()
+            return {"model_dir": "model", "features": manifest["features"],
+                    "steps": {name: {"seconds": r.seconds, "cached": r.cached, "info": r.info}
+                              for name, r in trainer.records.items()},
+                    "model_key": digest({name: step["key"] for name, step in manifest["steps"].items()})}
+
+        return self.step("train", "train", {"corpus": corpus.result["digest"], "train": dict(t)}, run)
+
+    def tune_specs(self, corpus: StepOutcome, model: StepOutcome) -> list[dict]:
+        """One spec per (tuner, seed); a tuner without randomness has one run (one key) for every seed."""
+        from tuners.base import get_tuner
+        u = self.config.tune
+        model_dir = os.path.join(model.folder, model.result["model_dir"])
+        specs = []
+        for tuner in u["tuners"]:
+            params = u["params"].get(tuner, {})
+            seeded = "seed" in get_tuner(tuner).get_params() and "seed" not in params
+            for seed in u["seeds"]:
+                parts = {"model": model.result["model_key"], "corpus": corpus.result["digest"], "tuner": tuner,
+                         "params": params, "seed": seed if seeded else None,
+                         **{k: u[k] for k in ("iterations", "kbest", "stack", "accumulate", "reset_after",
+                                              "keep", "lowercase")}}
+                key = digest({"step": "tune", "format": STEP_FORMAT, **parts})
+                folder = self.folder("tune", key, tuner)
+                specs.append({"tuner": tuner, "seed": seed, "seeded": seeded, "key_parts": parts, "key": key,
+                              "folder": folder, "run_dir": os.path.join(folder, "run"), "model_dir": model_dir,
+                              "dev_src": os.path.join(corpus.folder, "dev.src"),
+                              "dev_ref": os.path.join(corpus.folder, "dev.tgt"),
+                              "params": params, "jobs": u["jobs"], "label": f"tune {tuner}"
+                              + (f" seed {seed}" if seeded else " (no randomness: one run for every seed)"),
+                              **{k: u[k] for k in ("iterations", "kbest", "stack", "accumulate", "reset_after",
+                                                   "keep", "lowercase")}})
+        return specs
+
+    def tune(self, corpus: StepOutcome, model: StepOutcome) -> list[dict]:
+        """Every tuning run; returns the specs with ``outcome`` (a StepOutcome) filled in."""
+        specs = self.tune_specs(corpus, model)
+        unique: dict[str, dict] = {}
+        for spec in specs:
+            unique.setdefault(spec["key"], spec)
+        outcomes: dict[str, StepOutcome] = {}
+        pending = []
+        for key, spec in unique.items():
+            record = _read_step(spec["folder"], key)
+            if record is not None:
+                self.log(f"{spec['label']}: cached, not redone (key {key[:12]}, "
+                         f"{record['seconds']:.1f} s when it ran)")
+                outcomes[key] = StepOutcome("tune", spec["label"], key, spec["folder"], True, 0.0, record["result"],
+                                            record["seconds"])
+            else:
+                pending.append(spec)
+        if pending:
+            self._run_pending(pending, outcomes)
+        for spec in unique.values():
+            self.steps.append(outcomes[spec["key"]])
+        for spec in specs:
+            spec["outcome"] = outcomes[spec["key"]]
+        return specs
+
+    def _run_pending(self, pending: list[dict], outcomes: dict) -> None:
+        from tqdm import tqdm
+        iterations = self.config.tune["iterations"]
+        bar = tqdm(total=len(pending) * iterations, desc="tune", unit="iter", disable=not self.progress)
+        poller = _Poller(bar, [(s["run_dir"], iterations) for s in pending])
+
+        def finish(spec, result):
+            seconds = result["wall_seconds"]  # the run's own time (in a pool, waiting is not counted)
+            _write_step(spec["folder"], "tune", spec["label"], spec["key"], spec["key_parts"], seconds, result)
+            best = result["best_dev_bleu"]
+            note = f", best dev BLEU {100 * best:.2f}" if best is not None else ""
+            self.log(f"{spec['label']}: done in {seconds:.1f} s{note}")
+            outcomes[spec["key"]] = StepOutcome("tune", spec["label"], spec["key"], spec["folder"], False,
+                                                round(seconds, 3), result, round(seconds, 3))
+            poller.update()
+
+        poller.start()
+        try:
+            workers = min(self.config.tune["parallel"], len(pending))
+            if workers <= 1:
+                for spec in pending:
+                    finish(spec, tune_one(spec, self.log))
+            else:
+                self.log(f"tune: {len(pending)} runs on {workers} processes (each logs its start to "
+                         f"{os.path.basename(self.log_path)})")
+                pool = ProcessPoolExecutor(max_workers=workers, mp_context=_spawn())
+                futures = {}
+                try:
+                    futures = {pool.submit(tune_one, {**spec, "log_path": self.log_path}): spec for spec in pending}
+                    remaining = set(futures)
+                    while remaining:
+                        done, remaining = wait(remaining, return_when=FIRST_COMPLETED)
+                        for future in done:
+                            finish(futures[future], future.result())
+                except BaseException:
+                    # stop the other runs now (their checkpoints are written atomically: they resume later)
+                    for future in futures:
+                        future.cancel()
+                    for process in list((getattr(pool, "_processes", None) or {}).values()):
+                        process.terminate()
+                    raise
+                finally:
+                    pool.shutdown(wait=True, cancel_futures=True)
+        except BaseException as err:
+            self.log(f"tune: stopped by {_describe(err)}; finished iterations are kept, "
+                     f"run the pipeline again to resume")
+            raise
+        finally:
+            poller.stop.set()
+            poller.join()
+            poller.update()
+            bar.close()
+
+    def test(self, corpus: StepOutcome, model: StepOutcome, specs: list[dict]) -> dict[str, StepOutcome]:
+        """Decode and score the test set with each distinct tuned weights (and the untuned ones).
+
+        The systems not cached are decoded together (one parallel map over every system's sentences)."""
+        from minismt.metrics.evaluate import evaluate
+        from minismt.parallel import DecodeJob, decode_requests
+        from minismt.train import load_manifest
+        s = self.config.test
+        model_dir = os.path.join(model.folder, model.result["model_dir"])
+        systems: dict[str, tuple[str, dict]] = {}  # tune key (or "untuned") -> (label, weights)
+        if s["baseline"]:
+            systems["untuned"] = ("test untuned", dict(load_manifest(model_dir)["default_weights"]))
+        for spec in specs:
+            systems.setdefault(spec["key"], (f"test {spec['label'][5:]}", spec["outcome"].result["weights"]))
+        sources = read_lines(os.path.join(corpus.folder, "test.src"))
+        references = read_lines(os.path.join(corpus.folder, "test.tgt"))
+        outcomes: dict[str, StepOutcome] = {}
+        pending = []
+        for name, (label, weights) in systems.items():
+            parts = {"step": "test", "format": STEP_FORMAT, "model": model.result["model_key"],
+                     "corpus": corpus.result["digest"], "weights": weights, "stack": s["stack"],
+                     "tokenize": s["tokenize"], "lowercase": s["lowercase"]}
+            key = digest(parts)
+            folder = self.folder("test", key)  # by key only: two systems with the same weights share it
+            record = _read_step(folder, key)
+            if record is not None:
+                self.log(f"{label}: cached, not redone (key {key[:12]}, {record['seconds']:.1f} s when it ran)")
+                outcomes[name] = StepOutcome("test", label, key, folder, True, 0.0, record["result"],
+                                             record["seconds"])
+            elif not any(p[3] == key for p in pending):
+                pending.append((name, label, parts, key, folder, weights))
+        if pending:
+            for name, label, parts, key, folder, weights in pending:
+                self.log(f"{label}: running (key {key[:12]})")
+            pool = ProcessPoolExecutor(max_workers=s["jobs"], mp_context=_spawn()) if s["jobs"] > 1 else None
+            began = time.perf_counter()
+            try:
+                answers = decode_requests(
+                    [(DecodeJob(model_dir=model_dir, weights=w, stack_size=s["stack"]), range(len(sources)))
+                     for _, _, _, _, _, w in pending], sources, executor=pool, jobs=1, progress=self.progress)
+            finally:
+                if pool is not None:
+                    pool.shutdown()
+            seconds = time.perf_counter() - began
+            words = sum(len(x.split()) for x in sources) * len(pending)
+            for (name, label, parts, key, folder, _), outputs in zip(pending, answers):
+                hyps = [o.best for o in outputs]
+                os.makedirs(folder, exist_ok=True)
+                write_lines(os.path.join(folder, "hyp.txt"), hyps)
+                metrics = evaluate(hyps, [references], lowercase=s["lowercase"], tokenize=s["tokenize"])
+                result = {**metrics, "hyp": "hyp.txt", "decode_seconds": round(seconds / len(pending), 3),
+                          "words_per_second": round(words / seconds, 1) if seconds > 0 else None,
+                          "note": f"decoded with {len(pending) - 1} other systems; seconds are the batch's share"}
+                share = seconds / len(pending)
+                _write_step(folder, "test", label, key, parts, share, result)
+                self.log(f"{label}: BLEU {metrics['bleu']:.2f}, chrF2 {metrics['chrf']:.2f}, TER {metrics['ter']:.2f}")
+                outcomes[name] = StepOutcome("test", label, key, folder, False, round(share, 3), result,
+                                             round(share, 3))
+            self.log(f"test: {len(pending)} systems decoded in {seconds:.1f} s")
+        for name, (label, _) in systems.items():
+            if name not in outcomes:  # the same weights as another system
+                key = digest({"step": "test", "format": STEP_FORMAT, "model": model.result["model_key"],
+                              "corpus": corpus.result["digest"], "weights": systems[name][1], "stack": s["stack"],
+                              "tokenize": s["tokenize"], "lowercase": s["lowercase"]})
+                outcomes[name] = next(o for o in outcomes.values() if o.key == key)
+        for name in systems:
+            self.steps.append(outcomes[name])
+        return outcomes
+
+    # ---- everything ------------------------------------------------------------------------------
+    def run(self) -> dict:
+        """Every step, then the report; returns the report (as written to report.json)."""
+        from minismt.pipeline.report import write_report
+        began = time.perf_counter()
+        source = self.config.source or "(built-in configuration)"
+        self.log(f"pipeline started: {source}, work dir {self.work}")
+        try:
+            corpus = self.corpus()
+            model = self.train(corpus)
+            specs = self.tune(corpus, model)
+            tests = self.test(corpus, model, specs)
+            report = write_report(self, corpus, model, specs, tests, began)
+        except BaseException as err:
+            self.log(f"pipeline stopped by {_describe(err)}")
+            raise
+        self.log(f"pipeline finished in {time.perf_counter() - began:.1f} s; report in "
+                 f"{os.path.abspath(self.config.report_dir)}")
+        copy = os.path.join(os.path.abspath(self.config.report_dir), LOG_FILE)
+        if os.path.abspath(self.log_path) != copy:
+            shutil.copyfile(self.log_path, copy)
+        return report
+
+    def outcomes(self) -> list[dict]:
+        return [asdict(o) for o in self.steps]
+
+
+def run_pipeline(config: PipelineConfig, progress: bool = True, echo: bool = True) -> dict:
+    """``Pipeline(config).run()``: the report dict."""
+    return Pipeline(config, progress=progress, echo=echo).run()
