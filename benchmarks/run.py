@@ -2,21 +2,27 @@
 
 Each benchmark runs in its own process (so peak memory is its own) and prints
 one JSON object as its last line; ratios are against a baseline measured in
-the same run.
+the same run. ``all`` also writes ``benchmarks/RESULTS.md`` (machine, date,
+every benchmark's numbers; ``--results FILE`` elsewhere), and ``--assemble
+FILE ...`` writes it from benchmark outputs saved earlier (each file's last
+line is one benchmark's JSON object).
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
 import importlib
 import json
+import os
+import platform
 import subprocess
 import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 
-# name -> module in benchmarks/ with a run(quick: bool) -> dict function
+# name -> module in benchmarks/ with a run(quick: bool, **options) -> dict function, or (module, options)
 BENCHMARKS = {
     "kbest-memory": "kbest_memory",
     "bleu-stats": "bleu_stats",
@@ -31,16 +37,76 @@ BENCHMARKS = {
     "decode-speed": "decode_speed",
     "tuner-quality": "tuner_quality",
     "tuner-comparison": "tuner_comparison",
+    "tuner-comparison-fr-en": ("tuner_comparison", {"corpus": "multi30k-fr-en"}),
     "bo-speed": "bo_speed",
 }
 
 
 def run_one(name: str, quick: bool) -> dict:
     sys.path.insert(0, str(HERE))
-    module = importlib.import_module(BENCHMARKS[name])
-    result = module.run(quick=quick)
+    module, options = BENCHMARKS[name] if isinstance(BENCHMARKS[name], tuple) else (BENCHMARKS[name], {})
+    result = importlib.import_module(module).run(quick=quick, **options)
     result["benchmark"] = name
     return result
+
+
+def machine() -> dict:
+    """What the numbers were measured on."""
+    model = ""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as handle:
+            model = next((line.split(":", 1)[1].strip() for line in handle if line.startswith("model name")), "")
+    except OSError:
+        pass
+    memory = ""
+    try:
+        with open("/proc/meminfo", encoding="utf-8") as handle:
+            kb = int(next(line.split()[1] for line in handle if line.startswith("MemTotal")))
+        memory = f"{kb / 2 ** 20:.1f} GiB"
+    except (OSError, StopIteration, ValueError):
+        pass
+    return {"cpu": model or platform.processor(), "cores": os.cpu_count(), "memory": memory,
+            "python": platform.python_version(), "system": platform.platform()}
+
+
+def _flatten(value, prefix: str = ""):
+    """``(dotted key, value)`` of the numbers and short strings of a nested result."""
+    if isinstance(value, dict):
+        for key, inner in value.items():
+            yield from _flatten(inner, f"{prefix}.{key}" if prefix else str(key))
+    elif isinstance(value, (int, float, bool)) or (isinstance(value, str) and len(value) <= 80
+                                                   and "\n" not in value):
+        yield prefix, value
+
+
+def results_markdown(results: list[dict], quick: bool = False, assembled: bool = False) -> str:
+    """RESULTS.md: the machine, the date, and per benchmark its numbers (and tables it made)."""
+    info = machine()
+    how = ("Assembled by `python benchmarks/run.py --assemble` from the saved outputs of "
+           + ", ".join(r.get("benchmark", "?") for r in results)) if assembled else \
+        f"Written by `python benchmarks/run.py all{' --quick' if quick else ''}`"
+    lines = ["# Benchmark results", "",
+             f"{how} on "
+             f"{datetime.date.today().isoformat()}: {info['cpu']}, {info['cores']} cores, {info['memory']}, "
+             f"Python {info['python']} ({info['system']}).", ""]
+    for result in results:
+        name = result.get("benchmark", "?")
+        lines += [f"## {name}", ""]
+        for key in ("table", "iteration_table"):
+            if isinstance(result.get(key), str):
+                lines += [result[key], ""]
+        rows = [(k, v) for k, v in _flatten({k: v for k, v in result.items()
+                                             if k not in ("benchmark", "table", "iteration_table", "runs")})]
+        if rows:
+            lines += ["| key | value |", "|---|---|"] + [f"| {k} | {v} |" for k, v in rows] + [""]
+    return "\n".join(lines)
+
+
+def write_results(results: list[dict], path: Path, quick: bool = False, assembled: bool = False) -> None:
+    text = results_markdown(results, quick, assembled)
+    temporary = path.with_name(path.name + ".tmp")
+    temporary.write_text(text, encoding="utf-8")
+    os.replace(temporary, path)
 
 
 def main(argv=None) -> int:
@@ -48,7 +114,22 @@ def main(argv=None) -> int:
     parser.add_argument("name", nargs="?", help="benchmark name, or 'all'")
     parser.add_argument("--quick", action="store_true", help="a smaller size, for a smoke test")
     parser.add_argument("--list", action="store_true", help="list the benchmarks")
+    parser.add_argument("--results", type=Path, default=None,
+                        help="where 'all' and --assemble write the results (default benchmarks/RESULTS.md; "
+                             "benchmarks/RESULTS.quick.md with --quick)")
+    parser.add_argument("--assemble", nargs="+", metavar="FILE",
+                        help="write the results file from saved outputs of benchmarks (last line: JSON)")
     args = parser.parse_args(argv)
+    if args.results is None:
+        args.results = HERE / ("RESULTS.quick.md" if args.quick else "RESULTS.md")
+    if args.assemble:
+        results = []
+        for path in args.assemble:
+            lines = Path(path).read_text(encoding="utf-8").strip().splitlines()
+            results.append(json.loads(lines[-1]))
+        write_results(results, args.results, assembled=True)
+        print(f"wrote {args.results}")
+        return 0
     if args.list or not args.name:
         print("\n".join(BENCHMARKS))
         return 0
@@ -59,6 +140,7 @@ def main(argv=None) -> int:
             out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
             print(out, end="")
             results.append(json.loads(out.strip().splitlines()[-1]))
+        write_results(results, args.results, args.quick)
         print(json.dumps({"benchmark": "all", "results": results}))
         return 0
     if args.name not in BENCHMARKS:

@@ -24,10 +24,25 @@ def test_kbest_memory_and_bleu_stats_quick():
     assert run_quick("bleu-stats")["hypotheses"] > 0
 
 
+def test_results_are_assembled_from_saved_outputs(tmp_path):
+    """RESULTS.md from saved benchmark outputs: machine, date, each benchmark's numbers and tables."""
+    first, second = tmp_path / "a.json", tmp_path / "b.json"
+    first.write_text("progress line\n" + json.dumps({"benchmark": "x-speed", "seconds": 1.5,
+                                                      "nested": {"ratio": 2.0}}) + "\n")
+    second.write_text(json.dumps({"benchmark": "y-quality", "table": "| a |\n|---|\n| 1 |", "runs": [1, 2]}))
+    results = tmp_path / "RESULTS.md"
+    subprocess.run([sys.executable, str(RUN), "--assemble", str(first), str(second), "--results", str(results)],
+                   check=True, capture_output=True)
+    text = results.read_text()
+    assert "## x-speed" in text and "| seconds | 1.5 |" in text and "| nested.ratio | 2.0 |" in text
+    assert "## y-quality" in text and "| a |\n|---|\n| 1 |" in text and "runs" not in text.split("## y-quality")[1]
+    assert "cores" in text and "x-speed, y-quality" in text
+
+
 @pytest.mark.slow
-def test_every_benchmark_runs_quick():
-    out = subprocess.run([sys.executable, str(RUN), "all", "--quick"], capture_output=True,
-                         text=True, check=True).stdout
+def test_every_benchmark_runs_quick(tmp_path):
+    out = subprocess.run([sys.executable, str(RUN), "all", "--quick", "--results", str(tmp_path / "R.md")],
+                         capture_output=True, text=True, check=True).stdout
     summary = json.loads(out.strip().splitlines()[-1])
     assert len(summary["results"]) == len(subprocess.run(
         [sys.executable, str(RUN), "--list"], capture_output=True, text=True).stdout.split())
