@@ -38,21 +38,29 @@ def test_tune_runs_and_writes_weights(system, tuner, tmp_path):
     assert read_weights(run_dir / "weights.final") == weights
 
 
-@pytest.mark.parametrize("tuner, params", [("hg-mert", []), ("hg-bo", ["steps=6"]), ("chg-bo", ["steps=6"]),
-                                           ("hg-rembo", ["steps=6"]), ("nbl-bo", ["steps=6"])])
-def test_hypergraph_and_bo_tuners_run_on_the_decoders_forests(system, tuner, params, tmp_path):
+@pytest.mark.parametrize("tuner, params, extra", [
+    ("hg-mert", [], []), ("hg-bo", ["steps=6"], []), ("chg-bo", ["steps=6"], []), ("hg-rembo", ["steps=6"], []),
+    ("nbl-bo", ["steps=6"], []),
+    ("hg-rembo", ["steps=10"], ["--sparse-features", "rule-id,word-pair", "--keep", "last"])])
+def test_hypergraph_and_bo_tuners_run_on_the_decoders_forests(system, tuner, params, extra, tmp_path):
     """Hypergraph MERT and the BO tuners through the real loop: forests (or k-best lists for NBL-BO) of the
-    real decoder, best-dev weights written, a finished run resumes to the same weights."""
+    real decoder, best-dev weights written, a finished run resumes to the same weights; HG-REMBO with the
+    decoder's sparse features moves them inside its random embedding."""
     data, model = system
     run_dir = tmp_path / tuner
     args = ["tune", "--model", str(model), "--dev-src", str(data / "dev.src"), "--dev-ref",
             str(data / "dev.tgt"), "--tuner", tuner, "--iterations", "2", "--kbest", "20",
-            "--stack", "20", "--run-dir", str(run_dir), "--quiet"]
+            "--stack", "20", "--run-dir", str(run_dir), "--quiet"] + extra
     for item in params:
         args += ["--tuner-param", item]
     assert main(args) == 0
     weights = read_weights(run_dir / "weights.final")
-    assert len(weights) == 15 and len(read_lines(run_dir / "tune.log")) == 2
+    assert len(read_lines(run_dir / "tune.log")) == 2
+    if extra:
+        sparse = {n: v for n, v in weights.items() if n.startswith(("RuleId_", "WordPair_"))}
+        assert sparse and any(v != 0 for v in sparse.values())
+    else:
+        assert len(weights) == 15
     assert main(args) == 0
     assert read_weights(run_dir / "weights.final") == weights
 
