@@ -134,6 +134,15 @@ def tune_one(spec: dict, log: Callable[[str], None] | None = None) -> dict:
             "accumulate": run.accumulate, "wall_seconds": round(time.perf_counter() - began, 3)}
 
 
+def _warm_up(spec: dict) -> None:
+    """Decode one dev sentence into a k-best list here, before worker processes start: numba compiles the
+    decoder's kernels once and caches them, instead of every worker compiling them at the same time."""
+    from minismt.parallel import DecodeJob, decode_chunk
+    sources = read_lines(spec["dev_src"])[:1]
+    if sources:
+        decode_chunk(DecodeJob(spec["model_dir"], stack_size=spec["stack"], kbest=spec["kbest"]), [0], sources)
+
+
 def _describe(err: BaseException) -> str:
     text = str(err)
     return f"{type(err).__name__}: {text}" if text else type(err).__name__
@@ -354,6 +363,9 @@ class Pipeline:
             else:
                 self.log(f"tune: {len(pending)} runs on {workers} processes (each logs its start to "
                          f"{os.path.basename(self.log_path)})")
+                _warm_up(pending[0])
+                # different tuners first: parallel workers then compile different kernels, not the same ones
+                pending = sorted(pending, key=lambda spec: (spec["seed"] if spec["seeded"] else 0))
                 pool = ProcessPoolExecutor(max_workers=workers, mp_context=_spawn())
                 futures = {}
                 try:
