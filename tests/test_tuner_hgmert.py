@@ -17,6 +17,7 @@ import math
 import struct
 from fractions import Fraction
 
+import numba
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -31,6 +32,7 @@ from minismt.hypergraph import HypergraphBuilder, read_cdec_json
 from minismt.kbest import KBestBuilder
 from minismt.metrics import BleuReferences
 from plugins.cdec.weights import read_cdec_weights
+from tuners import _envelope_kernels as E
 from tuners import hgmert
 from tuners.base import ForestData
 from tuners.hgmert import HypergraphMERT, best_interval, forest_envelope, line_search
@@ -310,13 +312,27 @@ def random_forest_data(seed: int, n_sentences: int = 4) -> ForestData:
     return ForestData(hgs, ids, BleuReferences(refs))
 
 
+@pytest.mark.parametrize("n_threads", [2, 3, 7])
+def test_envelopes_shared_over_threads_equal_one_call(monkeypatch, n_threads):
+    data = random_forest_data(11, n_sentences=6)
+    forests = hgmert._Forests(data)
+    a = forests.intercepts(np.array([1.0, -1.0, 0.5]))
+    directions = np.random.default_rng(3).standard_normal((5, 3))
+    one = E.envelopes(*forests.arrays, forests.node_bounds, a, directions)
+    monkeypatch.setattr(numba.config, "NUMBA_NUM_THREADS", n_threads)
+    shared = forests.envelopes(a, directions)
+    assert len(shared) == len(one)
+    for x, y in zip(shared, one):
+        assert x.dtype == y.dtype and np.array_equal(x, y)
+
+
 @pytest.mark.parametrize("seed", range(6))
 @pytest.mark.parametrize("optimizer", ["powell", "random-direction"])
 def test_same_optimum_as_nbest_mert_on_complete_kbest_lists(seed, optimizer):
     data = random_forest_data(seed)
     kbest = complete_kbest(data)
     w0 = np.array([1.0, -1.0, 0.5])
-    params = dict(n_random_restarts=3, n_random_directions=2, optimizer=optimizer, seed=seed)
+    params = dict(n_random_restarts=3, n_random_directions=2, optimizer=optimizer, seed=seed, max_rounds=100)
     assert kbest.bleu(w0, smooth="none") == data.bleu(w0, smooth="none")
     hg_tuner, kb_tuner = HypergraphMERT(**params), MERT(**params)
     w_hg, w_kb = hg_tuner.fit(data, w0), kb_tuner.fit(kbest, w0)

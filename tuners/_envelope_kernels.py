@@ -62,7 +62,7 @@ def _grow(a, need):
     return b
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def envelopes(in_offsets, tail_offsets, tails, feat_offsets, feat_ids, feat_values, tmpl_offsets, tmpl,
               node_bounds, a, directions):
     """The goal envelope of every forest along every direction, with each line's derivation.

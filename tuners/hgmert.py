@@ -38,17 +38,23 @@ equally good intervals the one nearest to the current point wins (cdec: the
 leftmost); an unbounded best interval gives the point 1 beyond its finite end
 (cdec: 0.1 left of the first breakpoint, 1000 right of the last); error
 surfaces are kept in memory, so cdec's base64 defect (README of the cdec
-fixtures, Sec. 3) cannot happen. The search follows Moses (coordinate
-directions of every free feature plus ``n_random_directions`` random ones per
-round, move along the best; dpmert.pl does the same with the features of its
-weights file and 5 rounds per decoder iteration).
+fixtures, Sec. 3) cannot happen. The search is Moses' (coordinate directions
+of every free feature plus ``n_random_directions`` random ones per round, move
+along the best), which dpmert.pl does too; the defaults are dpmert.pl's (15
+random directions, at most 5 rounds, no random restarts): on the Multi30k dev
+set's forests (3M edges) a line search takes one to three seconds
+(a random direction costs more than an axis), so n-best MERT's 20 restarts would take hours per iteration. The
+directions of a round share the machine's cores (threads; the envelope kernel
+releases the GIL).
 """
 
 from __future__ import annotations
 
 import math
+from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
+import numba
 import numpy as np
 
 from minismt.errors import InputError
@@ -133,9 +139,11 @@ class HypergraphMERT(HypergraphTuner, MERT):
     every derivation of the forests of a :class:`~tuners.base.ForestData`
     instead of a k-best list:
 
-    n_random_restarts : searches from random points besides the one from ``w0`` (20).
+    n_random_restarts : searches from random points besides the one from ``w0`` (0: dpmert.pl
+        searches from the current weights only; n-best MERT's 20 restarts cost 21 searches of
+        thousands of edges per sentence).
     n_random_directions : random unit directions line-searched in every round besides the
-        coordinate directions (cdec's dpmert.pl: 15); for ``optimizer="random-direction"``
+        coordinate directions (dpmert.pl: 15); for ``optimizer="random-direction"``
         the number of non-improving directions in a row that ends a search.
     optimizer : ``"powell"`` (coordinate search, the best direction of a round wins) or
         ``"random-direction"``.
@@ -145,13 +153,22 @@ class HypergraphMERT(HypergraphTuner, MERT):
     smooth : corpus BLEU optimised: ``"none"`` (0 if an order has no match) or ``"exp"``.
     normalize : ``"l1"``, ``"l2"`` or ``"none"``: scaling of the result.
     epsilon : BLEU gain at or below which a search stops (1e-4).
-    max_rounds : most rounds of one search.
+    max_rounds : most rounds of one search (dpmert.pl: 5 per decoder iteration).
 
-    After :meth:`fit`: ``weights_``, ``bleu_`` (BLEU of the Viterbi translations at
+    The defaults are cdec's ``dpmert.pl`` (the hypergraph MERT the BO paper compares
+    with); ``n_random_restarts=20, n_random_directions=0, max_rounds=100`` give Moses'
+    search. After :meth:`fit`: ``weights_``, ``bleu_`` (BLEU of the Viterbi translations at
     ``weights_``), ``best_start_`` and ``history_`` (one dict per start), as MERT.
     With the same seed, the same directions and restart points are drawn as by
     :class:`~tuners.mert.MERT` on the same feature space.
     """
+
+    def __init__(self, n_random_restarts: int = 0, n_random_directions: int = 15,
+                 optimizer: str = "powell", ranges=None, fixed=None, seed: int = 0, smooth: str = "none",
+                 normalize: str = "l1", epsilon: float = 1e-4, max_rounds: int = 5):
+        super().__init__(n_random_restarts=n_random_restarts, n_random_directions=n_random_directions,
+                         optimizer=optimizer, ranges=ranges, fixed=fixed, seed=seed, smooth=smooth,
+                         normalize=normalize, epsilon=epsilon, max_rounds=max_rounds)
 
     def fit(self, data: ForestData, w0) -> np.ndarray:
         """Run the searches from ``w0`` and the random restarts; returns the normalised best weights."""
@@ -225,8 +242,19 @@ class _Forests:
         return a
 
     def envelopes(self, a: np.ndarray, directions: np.ndarray):
-        """:func:`tuners._envelope_kernels.envelopes` of every forest along every direction."""
-        return E.envelopes(*self.arrays, self.node_bounds, a, directions)
+        """:func:`tuners._envelope_kernels.envelopes` of every forest along every direction.
+
+        The directions are shared out over ``numba.config.NUMBA_NUM_THREADS`` threads (the
+        kernel releases the GIL); the parts are joined in direction order, so the result
+        does not depend on the number of threads.
+        """
+        n_threads = min(directions.shape[0], max(1, int(numba.config.NUMBA_NUM_THREADS)))
+        if n_threads == 1:
+            return E.envelopes(*self.arrays, self.node_bounds, a, directions)
+        chunks = [np.ascontiguousarray(c) for c in np.array_split(directions, n_threads)]
+        with ThreadPoolExecutor(n_threads) as pool:
+            parts = list(pool.map(lambda c: E.envelopes(*self.arrays, self.node_bounds, a, c), chunks))
+        return _join_envelopes(parts)
 
     def stats(self, seg_offsets, word_offsets, words, n_directions: int) -> np.ndarray:
         """int32[N, 9] BLEU statistics of the yields of the goal lines (cached by sentence and yield)."""
@@ -317,6 +345,22 @@ class _ForestSearch(_SearchBase):
 
 
 # ---- helpers ------------------------------------------------------------------------------------------
+def _join_envelopes(parts: list) -> tuple:
+    """The outputs of :func:`tuners._envelope_kernels.envelopes` for consecutive blocks of directions
+    as one output: the offsets of each part are shifted by the lines, words and edges before it."""
+    seg_offsets, word_offsets, edge_offsets = [np.zeros(1, np.int64)], [np.zeros(1, np.int64)], \
+        [np.zeros(1, np.int64)]
+    n_lines = n_words = n_edges = 0
+    for seg, _, _, _, words_at, words, edges_at, edges in parts:
+        seg_offsets.append(seg[1:] + n_lines)
+        word_offsets.append(words_at[1:] + n_words)
+        edge_offsets.append(edges_at[1:] + n_edges)
+        n_lines, n_words, n_edges = n_lines + seg[-1], n_words + words.shape[0], n_edges + edges.shape[0]
+    return (np.concatenate(seg_offsets), *(np.concatenate([p[i] for p in parts]) for i in (1, 2, 3)),
+            np.concatenate(word_offsets), np.concatenate([p[5] for p in parts]), np.concatenate(edge_offsets),
+            np.concatenate([p[7] for p in parts]))
+
+
 def _line_problem(data: ForestData, w, direction, smooth: str, lower: float, upper: float):
     if not isinstance(data, ForestData):
         raise InputError(f"tuning data of type {type(data).__name__}", expected="a ForestData of forests")
