@@ -245,6 +245,23 @@ def test_tiny_pipeline_writes_the_report(tiny):
     lines = log_lines(folder / "work")
     assert any("corpus: running" in line for line in lines)
     assert any("tune mert seed 1: running" in line for line in lines)
+    assert any("precompile: kernels compiled and cached" in line for line in lines)
+
+
+def test_precompile_runs_every_kind_of_tuner_on_the_toy_model(tmp_path):
+    from minismt.decode import PhraseModel
+    from minismt.pipeline.precompile import SOURCES, compile_kernels, write_toy_model
+    model = PhraseModel.load(write_toy_model(str(tmp_path)))
+    assert model.table.n_sources > len(SOURCES)
+    tune = {"tuners": ["mert", "kbmira", "listmle", "hg-mert", "nbl-bo"], "kbest": 10, "stack": 10,
+            "accumulate": None, "reset_after": None,
+            "params": {"mert": {"n_random_restarts": 1}, "hg-mert": {"n_random_directions": 2}, "nbl-bo": {"steps": 3}}}
+    assert compile_kernels(tune) == []
+    # a tuner that fails on the toy problem is logged and skipped, not raised
+    log = tmp_path / "pipeline.log"
+    assert compile_kernels({**tune, "tuners": ["mert", "pro"], "params": {"mert": {"n_random_restarts": -1}}},
+                           str(log)) == ["mert"]
+    assert "precompile: mert on the toy model: InputError" in log.read_text()
 
 
 def test_rerun_skips_every_cached_step(tiny):

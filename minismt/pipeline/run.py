@@ -358,11 +358,13 @@ class Pipeline:
         try:
             workers = min(self.config.tune["parallel"], len(pending))
             if workers <= 1:
+                self._await_precompile()
                 for spec in pending:
                     finish(spec, tune_one(spec, self.log))
             else:
                 self.log(f"tune: {len(pending)} runs on {workers} processes (each logs its start to "
                          f"{os.path.basename(self.log_path)})")
+                self._await_precompile()
                 _warm_up(pending[0])
                 # different tuners first: parallel workers then compile different kernels, not the same ones
                 pending = sorted(pending, key=lambda spec: (spec["seed"] if spec["seeded"] else 0))
@@ -470,6 +472,7 @@ class Pipeline:
         began = time.perf_counter()
         source = self.config.source or "(built-in configuration)"
         self.log(f"pipeline started: {source}, work dir {self.work}")
+        self._start_precompile()
         try:
             corpus = self.corpus()
             model = self.train(corpus)
@@ -479,12 +482,49 @@ class Pipeline:
         except BaseException as err:
             self.log(f"pipeline stopped by {_describe(err)}")
             raise
+        finally:
+            self._stop_precompile()
         self.log(f"pipeline finished in {time.perf_counter() - began:.1f} s; report in "
                  f"{os.path.abspath(self.config.report_dir)}")
         copy = os.path.join(os.path.abspath(self.config.report_dir), LOG_FILE)
         if os.path.abspath(self.log_path) != copy:
             shutil.copyfile(self.log_path, copy)
         return report
+
+    # ---- compiling the kernels while training (minismt.pipeline.precompile) ---------------------------
+    def _start_precompile(self) -> None:
+        """Start :func:`minismt.pipeline.precompile.compile_kernels` in a second process (``precompile =
+        false`` in ``[tune]`` turns it off)."""
+        self._precompile = None
+        if not self.config.tune["precompile"] or (os.cpu_count() or 1) < 2:
+            return
+        from minismt.pipeline.precompile import compile_kernels
+        self._precompile = _spawn().Process(target=compile_kernels, args=(self.config.tune, self.log_path),
+                                            name="minismt-precompile", daemon=True)
+        self._precompile.start()
+        self._precompile_began = time.perf_counter()
+
+    def _await_precompile(self) -> None:
+        """Before the first tuning run: wait for the precompiling process, so that the runs load the
+        kernels it compiled instead of compiling them too."""
+        process, self._precompile = self._precompile, None
+        if process is None:
+            return
+        waited = time.perf_counter()
+        process.join()
+        if process.exitcode == 0:
+            self.log(f"precompile: kernels compiled and cached in "
+                     f"{time.perf_counter() - self._precompile_began:.1f} s "
+                     f"(tuning waited {time.perf_counter() - waited:.1f} s for it)")
+        else:
+            self.log(f"precompile: the process ended with exit code {process.exitcode}; the tuning runs "
+                     f"compile the kernels themselves")
+
+    def _stop_precompile(self) -> None:
+        process, self._precompile = getattr(self, "_precompile", None), None
+        if process is not None and process.is_alive():
+            process.terminate()
+            process.join()
 
     def outcomes(self) -> list[dict]:
         return [asdict(o) for o in self.steps]
