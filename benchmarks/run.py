@@ -38,6 +38,8 @@ BENCHMARKS = {
     "tuner-quality": "tuner_quality",
     "tuner-comparison": "tuner_comparison",
     "tuner-comparison-fr-en": ("tuner_comparison", {"corpus": "multi30k-fr-en"}),
+    "accumulation-study": ("tuner_comparison", {"study": "accumulation"}),
+    "hypergraph-study": ("tuner_comparison", {"study": "hypergraph"}),
     "bo-speed": "bo_speed",
 }
 

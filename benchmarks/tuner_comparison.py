@@ -120,8 +120,16 @@ def curves(result: dict, path: str) -> None:
     plt.close(figure)
 
 
+STUDIES = {"accumulation": (ACCUMULATION_STUDY, False), "hypergraph": (HYPERGRAPH_STUDY, True)}
+"""``study`` -> (tuner labels, test BLEU at every iteration)."""
+
+
 def run(quick: bool = False, corpus: str = "multi30k-de-en", png: str | None = None,
-        partial_json: str | None = None, labels=TUNERS, per_iteration: bool = False) -> dict:
+        partial_json: str | None = None, labels=TUNERS, per_iteration: bool = False,
+        study: str | None = None) -> dict:
+    """The comparison of ``labels`` (or of the tuners of ``study``: "accumulation" or "hypergraph")."""
+    if study is not None:
+        labels, per_iteration = STUDIES[study]
     result = tuner_quality.run(quick=quick, corpus=corpus, runs=comparison_runs(quick, labels, per_iteration),
                                partial_json=partial_json, test_every_iteration=per_iteration)
     result["table"] = table(result)
@@ -159,6 +167,5 @@ if __name__ == "__main__":
     else:
         print(json.dumps(run(quick=args.quick, corpus=args.corpus, png=args.png,
                              partial_json=args.partial_json,
-                             labels=(ACCUMULATION_STUDY if args.accumulation_study else
-                                     HYPERGRAPH_STUDY if args.hypergraph_study else TUNERS),
-                             per_iteration=args.hypergraph_study)))
+                             study=("accumulation" if args.accumulation_study else
+                                    "hypergraph" if args.hypergraph_study else None))))

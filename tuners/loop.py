@@ -193,7 +193,7 @@ class TuningRun:
             if tuner.needs == "hypergraph":
                 weights = self._forest_iteration(tuner, weights, t, began)
                 self._save(t, weights, None, done=t == self.max_iter - 1)
-                self._log(self.history[-1])
+                self._log(self.history[-1], forests=True)
                 continue
             kbest, onebest = self.decoder.decode(weights, t)
             kbest.set_stats(self.references.kbest_stats(kbest))
@@ -257,10 +257,14 @@ class TuningRun:
             return accumulated.merge(kbest)
         return accumulated + [kbest]
 
-    def _log(self, record: IterationRecord) -> None:
-        line = (f"iteration {record.iteration}: dev BLEU {100 * record.dev_bleu:.2f} (weights decoded), "
-                f"tuned BLEU on the k-best {100 * record.tuned_bleu:.2f}, {record.hypotheses} hypotheses "
-                f"({record.new_hypotheses} new), {record.seconds:.1f} s")
+    def _log(self, record: IterationRecord, forests: bool = False) -> None:
+        """One line per iteration in ``tune.log`` (for a hypergraph tuner ``hypotheses`` are the edges of
+        the iteration's forests)."""
+        size = (f"tuned BLEU on the forests {100 * record.tuned_bleu:.2f}, {record.hypotheses} forest edges"
+                if forests else f"tuned BLEU on the k-best {100 * record.tuned_bleu:.2f}, {record.hypotheses} "
+                f"hypotheses ({record.new_hypotheses} new)")
+        line = f"iteration {record.iteration}: dev BLEU {100 * record.dev_bleu:.2f} (weights decoded), {size}, " \
+               f"{record.seconds:.1f} s"
         with open(self._path("tune.log"), "a", encoding="utf-8") as handle:
             handle.write(line + "\n")
 
