@@ -161,7 +161,29 @@ def envelopes(in_offsets, tail_offsets, tails, feat_offsets, feat_ids, feat_valu
                     for i in range(arity):
                         ptr[i] = node_lo[tails[t0 + i]]
                     first = n_cand
-                    while True:
+                    if arity == 1:
+                        # one tail (every edge of a phrase-based lattice): its lines shifted by the edge's
+                        # line, in its own order, up to a breakpoint overflowed to +inf (as the loop below)
+                        s0 = ptr[0]
+                        s1 = node_hi[tails[t0]]
+                        if n_cand + (s1 - s0) > cand_m.shape[0]:
+                            cand_m = _grow(cand_m, n_cand + (s1 - s0))
+                            cand_a = _grow(cand_a, n_cand + (s1 - s0))
+                            cand_edge = _grow(cand_edge, n_cand + (s1 - s0))
+                            cand_bp = _grow(cand_bp, n_cand + (s1 - s0))
+                        if n_cand_tails + (s1 - s0) > cand_tails.shape[0]:
+                            cand_tails = _grow(cand_tails, n_cand_tails + (s1 - s0))
+                        for s in range(s0, s1):
+                            if s > s0 and pool_x[s] == np.inf:
+                                break
+                            cand_m[n_cand] = b[e] + pool_m[s]
+                            cand_a[n_cand] = a[e] + pool_a[s]
+                            cand_edge[n_cand] = e
+                            cand_bp[n_cand] = n_cand_tails
+                            cand_tails[n_cand_tails] = s
+                            n_cand_tails += 1
+                            n_cand += 1
+                    while arity != 1:
                         m = b[e]
                         y = a[e]
                         for i in range(arity):
