@@ -68,8 +68,9 @@ def iteration_table(result: dict) -> str:
 
 
 def _labels(result: dict) -> list[str]:
-    """The result's tuner labels, in the order of TUNERS, then the others sorted."""
-    return [t for t in TUNERS if t in result["summary"]] + sorted(set(result["summary"]) - set(TUNERS))
+    """The result's tuner labels, in the order of TUNERS and HYPERGRAPH_STUDY, then the others sorted."""
+    known = TUNERS + [t for t in HYPERGRAPH_STUDY if t not in TUNERS]
+    return [t for t in known if t in result["summary"]] + sorted(set(result["summary"]) - set(known))
 
 
 def table(result: dict) -> str:
@@ -84,7 +85,8 @@ def table(result: dict) -> str:
 
 
 def curves(result: dict, path: str) -> None:
-    """Dev BLEU of the weights decoded at each iteration, mean over seeds, one line per tuner.
+    """Dev BLEU of the weights decoded at each iteration, mean over seeds, one line per tuner; when the
+    runs decoded the test set at every iteration (the hypergraph study), test BLEU in a second panel.
 
     The scale starts 2 BLEU below the untuned weights; a mean below that is
     drawn on the bottom edge and its value given in the legend.
@@ -92,29 +94,32 @@ def curves(result: dict, path: str) -> None:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    figure, axes = plt.subplots(figsize=(9, 5.5))
-    colours = plt.get_cmap("tab20").colors
+    labels = _labels(result)
+    with_test = all(i.get("test_bleu") is not None for r in result["runs"] for i in r["iterations"])
+    figure, panels = plt.subplots(1, 2 if with_test else 1, figsize=(14 if with_test else 9, 5.5), squeeze=False)
+    colours = plt.get_cmap("tab10" if len(labels) <= 10 else "tab20").colors
     styles = ["-", "--", "-.", ":"]
     markers = "osD^v<>ph*Xd"
-    series = {}
-    for name in _labels(result):
-        runs = [r for r in result["runs"] if r["tuner"] == name]
-        length = max(len(r["iterations"]) for r in runs)
-        series[name] = [statistics.mean(r["iterations"][i]["dev_bleu"] for r in runs if i < len(r["iterations"]))
-                        for i in range(length)]
-    bottom = min(values[0] for values in series.values()) - 2.0
-    top = max(max(values) for values in series.values()) + 0.5
-    for k, (name, means) in enumerate(series.items()):
-        low = [f"{i + 1}: {m:.1f}" for i, m in enumerate(means) if m < bottom]
-        label = name + (f" (iteration {', '.join(low)} off scale)" if low else "")
-        axes.plot(range(1, len(means) + 1), [max(m, bottom) for m in means], color=colours[k % len(colours)],
-                  linestyle=styles[k % len(styles)], marker=markers[k % len(markers)], label=label)
-    axes.set_ylim(bottom - 0.1, top)
-    axes.set_xlabel("iteration (weights decoded; 1 = untuned)")
-    axes.set_ylabel("dev BLEU")
-    axes.set_title(f"{result['corpus']}: dev BLEU per iteration (mean over seeds)")
-    axes.grid(alpha=0.3)
-    axes.legend(ncol=2, fontsize=8, loc="lower right")
+    for axes, key, what in zip(panels[0], ("dev_bleu", "test_bleu"), ("dev", "test")):
+        series = {}
+        for name in labels:
+            runs = [r for r in result["runs"] if r["tuner"] == name]
+            length = max(len(r["iterations"]) for r in runs)
+            series[name] = [statistics.mean(r["iterations"][i][key] for r in runs if i < len(r["iterations"]))
+                            for i in range(length)]
+        bottom = min(values[0] for values in series.values()) - 2.0
+        top = max(max(values) for values in series.values()) + 0.5
+        for k, (name, means) in enumerate(series.items()):
+            low = [f"{i + 1}: {m:.1f}" for i, m in enumerate(means) if m < bottom]
+            label = name + (f" (iteration {', '.join(low)} off scale)" if low else "")
+            axes.plot(range(1, len(means) + 1), [max(m, bottom) for m in means], color=colours[k % len(colours)],
+                      linestyle=styles[k % len(styles)], marker=markers[k % len(markers)], label=label)
+        axes.set_ylim(bottom - 0.1, top)
+        axes.set_xlabel("iteration (weights decoded; 1 = untuned)")
+        axes.set_ylabel(f"{what} BLEU")
+        axes.set_title(f"{result['corpus']}: {what} BLEU per iteration (mean over seeds)")
+        axes.grid(alpha=0.3)
+        axes.legend(ncol=2, fontsize=8, loc="lower right")
     figure.tight_layout()
     figure.savefig(path, dpi=120)
     plt.close(figure)
