@@ -5,7 +5,7 @@ one JSON object as its last line; ratios are against a baseline measured in
 the same run. ``all`` also writes ``benchmarks/RESULTS.md`` (machine, date,
 every benchmark's numbers; ``--results FILE`` elsewhere), and ``--assemble
 FILE ...`` writes it from benchmark outputs saved earlier (each file's last
-line is one benchmark's JSON object).
+line is one benchmark's JSON object, or the file is one, e.g. from benchmarks/results/).
 """
 
 from __future__ import annotations
@@ -127,8 +127,11 @@ def main(argv=None) -> int:
     if args.assemble:
         results = []
         for path in args.assemble:
-            lines = Path(path).read_text(encoding="utf-8").strip().splitlines()
-            results.append(json.loads(lines[-1]))
+            text = Path(path).read_text(encoding="utf-8").strip()
+            try:  # a saved result file (JSON, maybe indented)
+                results.append(json.loads(text))
+            except json.JSONDecodeError:  # a benchmark's output: progress lines, then one JSON line
+                results.append(json.loads(text.splitlines()[-1]))
         write_results(results, args.results, assembled=True)
         print(f"wrote {args.results}")
         return 0

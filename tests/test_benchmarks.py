@@ -30,13 +30,16 @@ def test_results_are_assembled_from_saved_outputs(tmp_path):
     first.write_text("progress line\n" + json.dumps({"benchmark": "x-speed", "seconds": 1.5,
                                                       "nested": {"ratio": 2.0}}) + "\n")
     second.write_text(json.dumps({"benchmark": "y-quality", "table": "| a |\n|---|\n| 1 |", "runs": [1, 2]}))
+    third = tmp_path / "c.json"  # a result file as benchmarks/results/ keeps them: indented JSON
+    third.write_text(json.dumps({"benchmark": "z-study", "dev": {"bleu": 40.5}}, indent=1))
     results = tmp_path / "RESULTS.md"
-    subprocess.run([sys.executable, str(RUN), "--assemble", str(first), str(second), "--results", str(results)],
-                   check=True, capture_output=True)
+    subprocess.run([sys.executable, str(RUN), "--assemble", str(first), str(second), str(third), "--results",
+                    str(results)], check=True, capture_output=True)
     text = results.read_text()
     assert "## x-speed" in text and "| seconds | 1.5 |" in text and "| nested.ratio | 2.0 |" in text
     assert "## y-quality" in text and "| a |\n|---|\n| 1 |" in text and "runs" not in text.split("## y-quality")[1]
-    assert "cores" in text and "x-speed, y-quality" in text
+    assert "## z-study" in text and "| dev.bleu | 40.5 |" in text
+    assert "cores" in text and "x-speed, y-quality, z-study" in text
 
 
 @pytest.mark.slow

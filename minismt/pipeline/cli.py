@@ -10,7 +10,7 @@ import textwrap
 FORMATTER = argparse.RawDescriptionHelpFormatter
 
 # The demo: the built-in synthetic corpus, five tuners (three seeds each where they are random).
-# Measured: 100 s on 2 busy cores with numba's kernels cached, 275 s with an empty numba cache.
+# Measured on 2 idle cores: 55 s with numba's kernels cached; 124 s on a fresh clone (empty numba cache).
 DEMO_CONFIG = {
     "corpus": {"name": "synthetic", "size": 3000, "seed": 1, "dev": 150, "test": 200},
     "train": {"lm_order": 3},
@@ -155,9 +155,9 @@ def add_pipeline_commands(sub) -> None:
             "against MERT, tuning time).",
             "The report (report.md, report.json, dev_bleu.png, test_bleu.png, error_surface.png, "
             "hypergraph.png) goes to the current folder or --out DIR, the cached steps to "
-            "OUT/minismt-demo-work; a second run reuses them and takes seconds. It takes about 100 "
-            "seconds on 2 busy cores once numba has cached its compiled kernels; the very first run on "
-            "a machine also compiles them (about 3 minutes more).",
+            "OUT/minismt-demo-work; a second run reuses them and takes seconds. It takes about 55 "
+            "seconds on 2 idle cores once numba has cached its compiled kernels; the first run on a "
+            "machine also compiles them (about 2 minutes in all).",
             "--print-config prints the demo's configuration as TOML: a starting point for your own "
             "'minismt pipeline' experiments."))
     d.add_argument("--out", default=".", metavar="DIR", help="report folder (default: the current folder)")
