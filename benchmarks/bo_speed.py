@@ -25,6 +25,7 @@ references; ``--quick``: 100 forests). Points are drawn in the HG-BO box
 from __future__ import annotations
 
 import json
+import sys
 import time
 from pathlib import Path
 
@@ -32,11 +33,14 @@ import numpy as np
 
 from minismt.corpus import Vocabulary
 from minismt.features import FeatureSpace
-from minismt.hypergraph import HypergraphBuilder, read_cdec_json
+from minismt.hypergraph import read_cdec_json
 from minismt.hypergraph.batch import ForestBatch
 from minismt.metrics import BleuReferences
 from tuners.base import ForestData
 from tuners.bayesopt import BoxBayesOpt
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from hypergraph_speed import cky_forest  # noqa: E402
 
 CDEC = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "cdec"
 N_FEATURES = 18
@@ -44,33 +48,13 @@ TRANSLATIONS = 3
 
 
 def synthetic_forest(rng, space, vocab, length: int, tag: int):
-    """A CKY-shaped forest over a ``length``-word sentence: 3 states per span, 4 edges per node (lexical
-    edges emit one of 3 translations of the word, binary edges combine two spans straight or inverted),
-    6 of the 18 features on every edge; returns the forest and its words per position."""
-    states, per_node = 3, 4
-    builder = HypergraphBuilder(space, vocab)
-    ids = {}
-    for width in range(1, length + 1):
-        for i in range(length - width + 1):
-            for c in range(states):
-                ids[i, i + width, c] = builder.add_node("X")
-    goal = builder.add_node("Goal")
+    """A CKY-shaped forest (:func:`hypergraph_speed.cky_forest`) over a ``length``-word sentence: 4 edges per
+    node, lexical edges emit one of 3 translations of the word, 6 of the 18 features on every edge; returns
+    the forest and its words per position."""
     words = [[f"w{tag}_{i}_{k}" for k in range(TRANSLATIONS)] for i in range(length)]
-
-    def features():
-        return rng.choice(N_FEATURES, 6, replace=False).tolist(), rng.normal(size=6).tolist()
-
-    for (i, j, c), v in ids.items():
-        for _ in range(per_node):
-            if j - i == 1:
-                builder.add_edge(v, (), features(), [words[i][int(rng.integers(TRANSLATIONS))]])
-            else:
-                k = int(rng.integers(i + 1, j))
-                tails = (ids[i, k, int(rng.integers(states))], ids[k, j, int(rng.integers(states))])
-                builder.add_edge(v, tails, features(), [0, 1] if rng.random() < 0.8 else [1, 0])
-    for c in range(states):
-        builder.add_edge(goal, (ids[0, length, c],), features())
-    return builder.build(), words
+    hg = cky_forest(rng, space, vocab, length, per_node=4, n_features=N_FEATURES, per_edge=6, straight=0.8,
+                    word=lambda i, k: words[i][k])
+    return hg, words
 
 
 def synthetic_data(n_sentences: int, n_distinct: int = 50, seed: int = 0):

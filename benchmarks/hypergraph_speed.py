@@ -26,19 +26,18 @@ SIZES = [(63, 158), (132, 619), (90, 177), (140, 504), (169, 529), (243, 1207), 
          (120, 351), (91, 228), (2197, 14141)]
 
 
-def _synthetic(rng: np.random.Generator, space: FeatureSpace, vocab: Vocabulary, n: int, n_edges: int) -> Hypergraph:
-    """A CKY-shaped random forest with about ``n`` nodes and ``n_edges`` edges over 12 dense features.
+def cky_forest(rng: np.random.Generator, space: FeatureSpace, vocab: Vocabulary, length: int, *, per_node: int,
+               n_features: int, per_edge: int, straight: float, word) -> Hypergraph:
+    """A CKY-shaped random forest over a ``length``-word sentence.
 
-    Nodes are (span, state) pairs of a sentence, 3 states per span; a span of
-    one word has lexical edges, a longer one binary edges (split point and
-    states at random, straight or inverted), and the goal takes every state of
-    the whole sentence.
+    Nodes are (span, state) pairs, 3 states per span, each with ``per_node``
+    incoming edges; a span of one word has lexical edges emitting
+    ``word(i, k)`` for a random ``k`` in 0-2, a longer one binary edges (split
+    point and states at random, straight with probability ``straight``, else
+    inverted), and the goal takes every state of the whole sentence. Every
+    edge has ``per_edge`` of ``n_features`` features with normal values.
     """
     states = 3
-    length = 1
-    while states * length * (length + 1) // 2 + 1 < n:
-        length += 1
-    per_node = max(1, round(n_edges / n))
     builder = HypergraphBuilder(space, vocab)
     ids = {}
     for width in range(1, length + 1):
@@ -48,19 +47,28 @@ def _synthetic(rng: np.random.Generator, space: FeatureSpace, vocab: Vocabulary,
     goal = builder.add_node("Goal")
 
     def features():
-        return rng.choice(12, 4, replace=False), rng.normal(size=4)
+        return rng.choice(n_features, per_edge, replace=False), rng.normal(size=per_edge)
 
     for (i, j, c), v in ids.items():
         for _ in range(per_node):
             if j - i == 1:
-                builder.add_edge(v, (), features(), [f"w{i}_{int(rng.integers(3))}"])
+                builder.add_edge(v, (), features(), [word(i, int(rng.integers(3)))])
             else:
                 k = int(rng.integers(i + 1, j))
                 tails = (ids[i, k, int(rng.integers(states))], ids[k, j, int(rng.integers(states))])
-                builder.add_edge(v, tails, features(), [0, 1] if rng.random() < 0.7 else [1, 0])
+                builder.add_edge(v, tails, features(), [0, 1] if rng.random() < straight else [1, 0])
     for c in range(states):
         builder.add_edge(goal, (ids[0, length, c],), features())
     return builder.build()
+
+
+def _synthetic(rng: np.random.Generator, space: FeatureSpace, vocab: Vocabulary, n: int, n_edges: int) -> Hypergraph:
+    """A :func:`cky_forest` with about ``n`` nodes and ``n_edges`` edges, 4 of 12 features per edge."""
+    length = 1
+    while 3 * length * (length + 1) // 2 + 1 < n:
+        length += 1
+    return cky_forest(rng, space, vocab, length, per_node=max(1, round(n_edges / n)), n_features=12, per_edge=4,
+                      straight=0.7, word=lambda i, k: f"w{i}_{k}")
 
 
 def _forests():

@@ -252,7 +252,21 @@ def _check_positive(name: str, value) -> float:
 
 
 class _BayesOptTuner:
-    """Parameters and the box search shared by the four tuners (see the module docstring)."""
+    """Parameters and the box search shared by the four tuners (see the module docstring); HG-BO, CHG-BO
+    and NBL-BO take exactly these parameters, HG-REMBO adds its embedding's."""
+
+    def __init__(self, bound: float = BOUND, steps: int = STEPS, n_candidates: int = 10000, n_local: int = 500,
+                 n_init: int = 1, n_restarts: int = 2, optimize_every: int = 1, smooth: str = "exp",
+                 seed: int = 0):
+        self.bound = bound
+        self.steps = steps
+        self.n_candidates = n_candidates
+        self.n_local = n_local
+        self.n_init = n_init
+        self.n_restarts = n_restarts
+        self.optimize_every = optimize_every
+        self.smooth = smooth
+        self.seed = seed
 
     def _check_params(self) -> np.random.Generator:
         _check_positive("bound", self.bound)
@@ -347,19 +361,6 @@ class HGBO(_HypergraphBO):
     ``history_`` (one dict per evaluation: ``phase``, ``step``, ``kind``, ``bleu``, ``best_bleu``, ``ei``).
     """
 
-    def __init__(self, bound: float = BOUND, steps: int = STEPS, n_candidates: int = 10000, n_local: int = 500,
-                 n_init: int = 1, n_restarts: int = 2, optimize_every: int = 1, smooth: str = "exp",
-                 seed: int = 0):
-        self.bound = bound
-        self.steps = steps
-        self.n_candidates = n_candidates
-        self.n_local = n_local
-        self.n_init = n_init
-        self.n_restarts = n_restarts
-        self.optimize_every = optimize_every
-        self.smooth = smooth
-        self.seed = seed
-
     def fit(self, data: ForestData, w0) -> np.ndarray:
         w, rng, batch, evaluate = self._prepare(data, w0)
         dims, _ = self._split_dims(data.space.n_dense, batch.feat_ids)
@@ -394,18 +395,11 @@ class HGREMBO(_HypergraphBO):
                  embedding_bound: float | None = None, sparse_steps: int | None = None, n_candidates: int = 10000,
                  n_local: int = 500, n_init: int = 1, n_restarts: int = 2, optimize_every: int = 1,
                  smooth: str = "exp", seed: int = 0):
-        self.bound = bound
-        self.steps = steps
+        super().__init__(bound=bound, steps=steps, n_candidates=n_candidates, n_local=n_local, n_init=n_init,
+                         n_restarts=n_restarts, optimize_every=optimize_every, smooth=smooth, seed=seed)
         self.embedding_dim = embedding_dim
         self.embedding_bound = embedding_bound
         self.sparse_steps = sparse_steps
-        self.n_candidates = n_candidates
-        self.n_local = n_local
-        self.n_init = n_init
-        self.n_restarts = n_restarts
-        self.optimize_every = optimize_every
-        self.smooth = smooth
-        self.seed = seed
 
     def fit(self, data: ForestData, w0) -> np.ndarray:
         w, rng, batch, evaluate = self._prepare(data, w0)
@@ -456,19 +450,6 @@ class NBLBO(_BayesOptTuner, Tuner):
     """
 
     needs = "kbest"
-
-    def __init__(self, bound: float = BOUND, steps: int = STEPS, n_candidates: int = 10000, n_local: int = 500,
-                 n_init: int = 1, n_restarts: int = 2, optimize_every: int = 1, smooth: str = "exp",
-                 seed: int = 0):
-        self.bound = bound
-        self.steps = steps
-        self.n_candidates = n_candidates
-        self.n_local = n_local
-        self.n_init = n_init
-        self.n_restarts = n_restarts
-        self.optimize_every = optimize_every
-        self.smooth = smooth
-        self.seed = seed
 
     def fit(self, data: KBest, w0) -> np.ndarray:
         w = self.check_data(data, w0)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 import hashlib
 import json
 import os
@@ -132,7 +133,7 @@ class MinismtDevDecoder:
         return lists
 
 
-class ProgramDevDecoder:
+class ProgramDevDecoder(ABC):
     """Base of the dev decoders that run an external decoder program (Moses, cdec, any command).
 
     Each decode runs the program once, without a shell, in its own folder
@@ -165,13 +166,14 @@ class ProgramDevDecoder:
         self._batches: dict[int, int] = {}
 
     # ---- hooks ------------------------------------------------------------------------------
+    @abstractmethod
     def _command(self, folder: str, weights: np.ndarray, input_path: str, hypergraph_dir: str | None) -> list[str]:
         """The argument list of one decode (write the weights into ``folder``); stdout goes to
         ``folder/stdout``. With ``hypergraph_dir`` the program writes its forests there."""
-        raise NotImplementedError
 
+    @abstractmethod
     def _read_kbest(self, folder: str, n_sentences: int) -> KBest:
-        raise NotImplementedError
+        """The k-best lists the decode in ``folder`` wrote."""
 
     def _read_hypergraphs(self, hypergraph_dir: str, n_sentences: int) -> list:
         raise InputError(f"the {self.name} driver reads k-best lists only", expected="an n-best tuner")

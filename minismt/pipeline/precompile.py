@@ -82,19 +82,20 @@ def compile_kernels(tune: dict, log_path: str | None = None) -> list[str]:
     with tempfile.TemporaryDirectory(prefix="minismt-precompile-") as folder:
         model_dir = write_toy_model(folder)
         decode_chunk(DecodeJob(model_dir, stack_size=tune["stack"]), list(range(len(SOURCES))), SOURCES)
-        for index, tuner in enumerate(tune["tuners"]):
-            decoder = MinismtDevDecoder(model_dir, SOURCES, kbest=tune["kbest"], jobs=1, stack_size=tune["stack"],
-                                        progress=False)
-            try:
-                TuningRun(decoder, [[r] for r in REFERENCES], tuner, os.path.join(folder, f"run-{index}"),
-                          accumulate=tune["accumulate"], reset_after=tune["reset_after"], max_iter=1, seed=0,
-                          tuner_params=tune["params"].get(tuner, {})).run(decoder.default_weights)
-            except Exception as err:  # a toy problem a tuner cannot handle only means less is compiled here
-                failed.append(tuner)
-                if log_path:
-                    from minismt.pipeline.run import PipelineLog
-                    PipelineLog(log_path, echo=False)(f"precompile: {tuner} on the toy model: "
-                                                      f"{type(err).__name__}: {err}")
-            finally:
-                decoder.close()
+        decoder = MinismtDevDecoder(model_dir, SOURCES, kbest=tune["kbest"], jobs=1, stack_size=tune["stack"],
+                                    progress=False)
+        try:
+            for index, tuner in enumerate(tune["tuners"]):
+                try:
+                    TuningRun(decoder, [[r] for r in REFERENCES], tuner, os.path.join(folder, f"run-{index}"),
+                              accumulate=tune["accumulate"], reset_after=tune["reset_after"], max_iter=1, seed=0,
+                              tuner_params=tune["params"].get(tuner, {})).run(decoder.default_weights)
+                except Exception as err:  # a toy problem a tuner cannot handle only means less is compiled here
+                    failed.append(tuner)
+                    if log_path:
+                        from minismt.pipeline.run import PipelineLog
+                        PipelineLog(log_path, echo=False)(f"precompile: {tuner} on the toy model: "
+                                                          f"{type(err).__name__}: {err}")
+        finally:
+            decoder.close()
     return failed

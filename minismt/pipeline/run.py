@@ -196,6 +196,8 @@ class Pipeline:
         self.log = log or PipelineLog(os.path.join(self.work, LOG_FILE), echo=echo)
         self.log_path = os.path.join(self.work, LOG_FILE)
         self.steps: list[StepOutcome] = []
+        self._precompile = None  # the process of _start_precompile while it may still be compiling
+        self._precompile_began = 0.0
 
     # ---- caching ------------------------------------------------------------------------------
     def folder(self, step: str, key: str, label: str | None = None) -> str:
@@ -495,7 +497,6 @@ class Pipeline:
     def _start_precompile(self) -> None:
         """Start :func:`minismt.pipeline.precompile.compile_kernels` in a second process (``precompile =
         false`` in ``[tune]`` turns it off)."""
-        self._precompile = None
         if not self.config.tune["precompile"] or (os.cpu_count() or 1) < 2:
             return
         from minismt.pipeline.precompile import compile_kernels
@@ -521,7 +522,7 @@ class Pipeline:
                      f"compile the kernels themselves")
 
     def _stop_precompile(self) -> None:
-        process, self._precompile = getattr(self, "_precompile", None), None
+        process, self._precompile = self._precompile, None
         if process is not None and process.is_alive():
             process.terminate()
             process.join()
