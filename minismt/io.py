@@ -162,3 +162,28 @@ def write_lines(path: str | os.PathLike, lines) -> None:
     with atomic_write(path) as out:
         for line in lines:
             out.write(line + "\n")
+
+
+def check_writable_dir(path: str | os.PathLike, flag: str | None = None) -> None:
+    """Fail before any work if ``path`` cannot be (created and) written as a folder.
+
+    Nothing is created: the nearest existing folder on the way to ``path`` must be
+    a folder this process may write into. ``flag`` (an option such as ``"--out"``
+    or a configuration key such as ``"output.work_dir"``) says which setting gave
+    the path. Raises :class:`InputError` naming ``path``.
+    """
+    path = os.fspath(path)
+    prefix = f"{flag}: " if flag else ""
+    expected = "a folder that can be created and written"
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise InputError(f"{prefix}not a folder", path, expected=expected)
+    folder = os.path.abspath(path)
+    while not os.path.exists(folder):
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            break
+        folder = parent
+    if not os.path.isdir(folder) or not os.access(folder, os.W_OK | os.X_OK):
+        where = "" if folder == os.path.abspath(path) else f"{folder} "
+        raise InputError(f"{prefix}{where or 'it '}is not a writable folder", path,
+                         expected=expected)
