@@ -44,8 +44,11 @@ def test_tune_runs_and_writes_weights(system, tuner, tmp_path):
     ("hg-rembo", ["steps=10"], ["--sparse-features", "rule-id,word-pair", "--keep", "last"])])
 def test_hypergraph_and_bo_tuners_run_on_the_decoders_forests(system, tuner, params, extra, tmp_path):
     """Hypergraph MERT and the BO tuners through the real loop: forests (or k-best lists for NBL-BO) of the
-    real decoder, best-dev weights written, a finished run resumes to the same weights; HG-REMBO with the
-    decoder's sparse features moves them inside its random embedding."""
+    real decoder, best-dev weights written, a finished run resumes to the same weights. HG-REMBO with the
+    decoder's sparse features gets them in its space and never ends an iteration below its start on the
+    forests it tuned on; whether 10 BO steps on 40 sentences find a better sparse point depends on the seed
+    (and on scikit-learn's floating-point path), so that it moves them is tested where the effect is certain
+    (test_tuner_bayesopt.py::test_hg_rembo_moves_sparse_weights_that_decide_the_translations)."""
     data, model = system
     run_dir = tmp_path / tuner
     args = ["tune", "--model", str(model), "--dev-src", str(data / "dev.src"), "--dev-ref",
@@ -58,7 +61,8 @@ def test_hypergraph_and_bo_tuners_run_on_the_decoders_forests(system, tuner, par
     assert len(read_lines(run_dir / "tune.log")) == 2
     if extra:
         sparse = {n: v for n, v in weights.items() if n.startswith(("RuleId_", "WordPair_"))}
-        assert sparse and any(v != 0 for v in sparse.values())
+        assert len(sparse) > 100 and all(abs(v) <= 2 * 0.1 for v in sparse.values())  # two boxes of +-0.1
+        assert all(r["tuned_bleu"] >= r["dev_bleu"] for r in json_history(run_dir))
     else:
         assert len(weights) == 15
     assert main(args) == 0

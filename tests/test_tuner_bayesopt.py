@@ -13,7 +13,7 @@ from conftest import shared_path
 from minismt.corpus import Vocabulary
 from minismt.errors import InputError
 from minismt.features import FeatureSpace
-from minismt.hypergraph import read_cdec_json
+from minismt.hypergraph import HypergraphBuilder, read_cdec_json
 from minismt.kbest import KBestBuilder
 from minismt.metrics import BleuReferences
 from plugins.cdec.weights import read_cdec_weights
@@ -185,6 +185,47 @@ def test_hg_rembo_sparse_features_in_an_embedding(nc):
     # with a wider embedding bound the sparse weights may move further, never beyond it
     wide = tuners.get_tuner("hg-rembo", **{**params, "embedding_bound": 1.0, "steps": 2}).fit(data, w0)
     assert np.all(np.abs(wide[ids] - w0[ids]) <= 1.0 + 1e-12)
+
+
+def forests_decided_by_sparse_features(n_sentences=30):
+    """One forest per sentence with two one-edge derivations of equal dense features: the reference
+    (``RuleId_good<i>``) and a wrong translation (``RuleId_bad<i>``, start weight 0.01, so it wins at the
+    start and corpus BLEU is 0). Dense weights cannot change any translation; sentence i is right exactly
+    when its good rule's weight beats its bad rule's, and corpus BLEU is the fraction of right sentences."""
+    space, vocab = FeatureSpace(["LM0", "WordPenalty0"]), Vocabulary()
+    forests, references = [], []
+    for i in range(n_sentences):
+        builder = HypergraphBuilder(space, vocab)
+        goal = builder.add_node()
+        for kind in ("good", "bad"):
+            builder.add_edge(goal, (), {"LM0": -3.0, "WordPenalty0": -4.0, f"RuleId_{kind}{i}": 1.0},
+                             [f"{kind}{i}w{k}" for k in range(4)])
+        forests.append(builder.build())
+        references.append([" ".join(f"good{i}w{k}" for k in range(4))])
+    w0 = space.weights({"LM0": 0.5, "WordPenalty0": -1.0, **{f"RuleId_bad{i}": 0.01 for i in range(n_sentences)}},
+                       grow=False)
+    return ForestData(forests, np.arange(n_sentences), BleuReferences(references)), w0
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_hg_rembo_moves_sparse_weights_that_decide_the_translations(seed):
+    """HG-REMBO's second step on forests where only the sparse weights matter: the dense step cannot gain,
+    and a random point z of the embedding makes sentence i right with probability about 0.4 (the difference
+    of two rows of A_bar z against the 0.01 start margin), independently over 30 sentences, so the very
+    first evaluation in the embedding already gains (all 30 wrong: about 1e-6), whatever the GP does."""
+    data, w0 = forests_decided_by_sparse_features()
+    tuner = HGREMBO(seed=seed, **{**FAST, "steps": 6})
+    w = tuner.fit(data, w0)
+    assert tuner.bleu_start_ == 0.0
+    assert all(h["bleu"] == 0.0 for h in tuner.history_ if h["phase"] == "dense")
+    assert tuner.bleu_ == data.bleu(w) >= 0.2
+    sparse = tuner.sparse_ids_
+    assert sparse.tolist() == list(range(2, len(data.space))) and np.array_equal(w[:2], w0[:2])
+    assert np.count_nonzero(w[sparse] != w0[sparse]) == sparse.size
+    assert np.allclose(w[sparse] - w0[sparse], tuner.embedding_ @ tuner.z_)
+    good = np.array([data.space.index(f"RuleId_good{i}") for i in range(30)])
+    bad = np.array([data.space.index(f"RuleId_bad{i}") for i in range(30)])
+    assert tuner.bleu_ == pytest.approx(np.mean(w[good] > w[bad]))
 
 
 def test_hg_rembo_without_sparse_features_is_hg_bo(nc_data):
