@@ -368,9 +368,95 @@ def test_demo_runs_and_prints_the_table(tmp_path):
     """The whole demo as users run it (a few minutes on 2 cores)."""
     result = subprocess.run([sys.executable, "-m", "minismt.cli", "demo", "--quiet"], cwd=tmp_path,
                             capture_output=True, text=True, timeout=1800,
-                            env={**os.environ, "PYTHONPATH": str(REPO)})
+                            env={**os.environ, "PYTHONPATH": str(REPO), "XDG_CACHE_HOME": str(tmp_path / "cache")})
     assert result.returncode == 0, result.stderr
     for name in ("mert", "pro", "apro", "kbmira", "untuned", "test BLEU"):
         assert name in result.stdout
     for name in ("report.json", "report.md", "dev_bleu.png", "test_bleu.png", "error_surface.png", "hypergraph.png"):
         assert (tmp_path / name).exists()
+
+
+# ---- output folders and local corpora: errors up front, naming the user's paths ----------------------
+def _one_error_line(capsys) -> str:
+    captured = capsys.readouterr()
+    lines = captured.err.splitlines()
+    assert len(lines) == 1, captured.err
+    assert "Traceback" not in captured.err and captured.out == ""
+    return lines[0]
+
+
+@pytest.mark.parametrize("where", ["work_dir", "report_dir", "--work-dir", "--out"])
+def test_unwritable_pipeline_folders_fail_before_any_work(tmp_path, capsys, where):
+    from minismt.cli import main
+    blocker = tmp_path / "file"
+    blocker.write_text("keep me\n")
+    bad = blocker / "sub"
+    work, report = ("file/sub" if where == "work_dir" else "work"), ("file/sub" if where == "report_dir" else "report")
+    config = write_config(tmp_path, tiny_text(work=work, report=report))
+    argv = ["pipeline", str(config)] + ([where, str(bad)] if where.startswith("--") else [])
+    assert main(argv) == 2
+    line = _one_error_line(capsys)
+    assert line.startswith("minismt: ") and str(bad) in line and "not a writable folder" in line
+    assert ("--" not in where and f"output.{where}" in line) or where in line
+    assert blocker.read_text() == "keep me\n"
+    assert not (tmp_path / "work").exists() and not (tmp_path / "report").exists()  # nothing ran
+    assert main(argv + ["--check"]) == 2
+    _one_error_line(capsys)
+
+
+def test_demo_out_unwritable_fails_up_front_and_work_goes_to_the_cache(tmp_path, capsys, monkeypatch):
+    from minismt.cli import main
+    from minismt.pipeline.cli import demo_config
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    blocker = tmp_path / "report.md"
+    blocker.write_text("an earlier report\n")
+    assert main(["demo", "--out", str(blocker / "demo"), "--quiet"]) == 2
+    line = _one_error_line(capsys)
+    assert str(blocker / "demo") in line and "--out" in line
+    assert blocker.read_text() == "an earlier report\n" and not (tmp_path / "cache").exists()
+    assert main(["demo", "--out", str(tmp_path / "ok"), "--work-dir", str(blocker / "w"), "--quiet"]) == 2
+    assert "--work-dir" in _one_error_line(capsys) and not (tmp_path / "ok").exists()
+    # the work folder: under $XDG_CACHE_HOME/minismt, one per report folder, never inside it
+    out = tmp_path / "demo-report"
+    work = Path(demo_config(str(out))["output"]["work_dir"])
+    assert work.parent == tmp_path / "cache" / "minismt" and out not in work.parents
+    assert Path(demo_config(str(out))["output"]["work_dir"]) == work
+    assert Path(demo_config(str(tmp_path / "other"))["output"]["work_dir"]) != work
+    assert Path(demo_config(str(out), work_dir=str(tmp_path / "w"))["output"]["work_dir"]) == tmp_path / "w"
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert Path(demo_config(str(out))["output"]["work_dir"]).parent == tmp_path / "home" / ".cache" / "minismt"
+
+
+def test_pipeline_defaults_to_the_lm_order_of_minismt_train(tmp_path):
+    from minismt.cli import build_parser
+    from minismt.train import TrainingConfig
+    config = load_config(write_config(tmp_path, '[tune]\ntuners = ["mert"]\n'))
+    train_default = build_parser().parse_args(["train", "--src", "s", "--tgt", "t", "--out", "m"]).lm_order
+    assert config.train["lm_order"] == train_default == TrainingConfig(src="s", tgt="t", out="m").lm_order == 4
+
+
+@pytest.mark.parametrize("damage, file, line, message", [
+    ("train.tgt short", "train.tgt", None, "59 lines, but the source side"),
+    ("dev.src long", "dev.tgt", None, "10 lines, but the source side"),
+    ("train.src word", "train.src", 4, "the word '|||' cannot be written in a Moses table"),
+])
+def test_local_corpus_errors_name_the_users_files(tmp_path, capsys, damage, file, line, message):
+    from corpora.synthetic import write_synthetic
+    from minismt.cli import main
+    data = tmp_path / "data"
+    write_synthetic(data, 60, seed=2, dev=10, test=10)
+    lines = (data / damage.split()[0]).read_text().splitlines()
+    if damage == "train.tgt short":
+        lines = lines[:-1]
+    elif damage == "dev.src long":
+        lines.append(lines[0])
+    else:
+        lines[3] = "a ||| b " + lines[3]
+    (data / damage.split()[0]).write_text("".join(f"{x}\n" for x in lines))
+    config = write_config(tmp_path, f'[corpus]\nname = "local"\npath = "{data}"\n[tune]\ntuners = ["pro"]\n')
+    assert main(["pipeline", str(config), "--quiet"]) == 2
+    err = _one_error_line(capsys)
+    where = str(data / file) + (f":{line}" if line else "")
+    assert f"{where}: {message}" in err and "work" not in err.replace(str(tmp_path), "")
+    assert not (tmp_path / "work").exists()

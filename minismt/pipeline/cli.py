@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
+import sys
 import textwrap
 
 
@@ -27,7 +29,26 @@ def _text(*paragraphs: str) -> str:
     return "\n\n".join(p if "\n" in p else textwrap.fill(p, 78) for p in paragraphs)
 
 
-def _print_summary(report: dict, out_dir: str) -> None:
+def demo_work_dir(out: str) -> str:
+    """The demo's default work folder: under the user's cache, one per report folder.
+
+    ``$XDG_CACHE_HOME/minismt/demo-<hash of OUT's absolute path>`` (``~/.cache`` when
+    XDG_CACHE_HOME is unset), so the 100 MB of cached steps stay out of the report
+    folder (and out of a git checkout) while a rerun with the same ``--out`` reuses them.
+    """
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    key = hashlib.sha256(os.path.abspath(out).encode("utf-8")).hexdigest()[:12]
+    return os.path.join(cache, "minismt", f"demo-{key}")
+
+
+def check_output_dirs(work_dir: str, work_flag: str, report_dir: str, report_flag: str) -> None:
+    """Fail before any work when the work or report folder cannot be created and written."""
+    from minismt.io import check_writable_dir
+    check_writable_dir(work_dir, work_flag)
+    check_writable_dir(report_dir, report_flag)
+
+
+def _print_summary(report: dict, out_dir: str, work_dir: str) -> None:
     from minismt.pipeline.report import format_table, summary_rows
     print(format_table(summary_rows(report)))
     signature = report.get("test_signature") or ""
@@ -39,6 +60,7 @@ def _print_summary(report: dict, out_dir: str) -> None:
     print(f"report: {os.path.join(out_dir, 'report.md')} (and report.json, "
           f"{', '.join(f['file'] for f in report['figures'].values() if f.get('file')) or 'no figures'}); "
           f"{total:.1f} s")
+    print(f"work folder (every step's outputs, reused by the next run): {work_dir}")
 
 
 def _pipeline_command(args) -> int:
@@ -50,11 +72,13 @@ def _pipeline_command(args) -> int:
     if args.out:
         overrides["report_dir"] = os.path.abspath(args.out)
     config = load_config(args.config, overrides={"output": overrides} if overrides else None)
+    check_output_dirs(config.work_dir, "--work-dir" if args.work_dir else "output.work_dir",
+                      config.report_dir, "--out" if args.out else "output.report_dir")
     if args.check:
         print(config.to_toml(), end="")
         return 0
     report = run_pipeline(config, progress=not args.quiet, echo=not args.quiet)
-    _print_summary(report, config.report_dir)
+    _print_summary(report, config.report_dir, config.work_dir)
     return 0
 
 
@@ -64,7 +88,7 @@ def demo_config(out: str = ".", work_dir: str | None = None, tuners=None, seeds:
     import copy
     data = copy.deepcopy(DEMO_CONFIG)
     data["output"]["report_dir"] = os.path.abspath(out)
-    data["output"]["work_dir"] = os.path.abspath(work_dir or os.path.join(out, "minismt-demo-work"))
+    data["output"]["work_dir"] = os.path.abspath(work_dir or demo_work_dir(out))
     if tuners:
         data["tune"]["tuners"] = list(tuners)
         data["tune"]["params"] = {t: p for t, p in data["tune"]["params"].items() if t in tuners}
@@ -84,8 +108,12 @@ def _demo_command(args) -> int:
     if args.print_config:
         print(dump_toml(data), end="")
         return 0
+    check_output_dirs(config.work_dir, "--work-dir" if args.work_dir else "the demo's work folder (--work-dir)",
+                      config.report_dir, "--out")
+    if not args.quiet:
+        print(f"minismt demo: report to {config.report_dir}, work folder {config.work_dir}", file=sys.stderr)
     report = run_pipeline(config, progress=not args.quiet, echo=not args.quiet)
-    _print_summary(report, config.report_dir)
+    _print_summary(report, config.report_dir, config.work_dir)
     return 0
 
 
@@ -161,7 +189,8 @@ def add_pipeline_commands(sub) -> None:
             "--print-config prints the demo's configuration as TOML: a starting point for your own "
             "'minismt pipeline' experiments."))
     d.add_argument("--out", default=".", metavar="DIR", help="report folder (default: the current folder)")
-    d.add_argument("--work-dir", metavar="DIR", help="where the steps' outputs go (default OUT/minismt-demo-work)")
+    d.add_argument("--work-dir", metavar="DIR", help="where the steps' outputs go (default "
+                   "$XDG_CACHE_HOME/minismt/demo-HASH, ~/.cache when XDG_CACHE_HOME is unset; one per --out)")
     d.add_argument("--tuners", metavar="LIST", help="comma-separated tuners instead of the demo's five, e.g. mert,apro")
     d.add_argument("--seeds", type=int, metavar="N", help="seeds per tuner (default 3)")
     d.add_argument("--iterations", type=int, metavar="N", help="tuning iterations (default 5)")

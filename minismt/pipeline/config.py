@@ -16,7 +16,7 @@ Example (every section optional except ``[tune]``'s ``tuners``)::
     test = 200
 
     [train]
-    lm_order = 3
+    lm_order = 4            # the default, as minismt train --lm-order
 
     [tune]
     tuners = ["mert", "pro", "apro", "kbmira"]
@@ -42,6 +42,7 @@ import copy
 import json
 import os
 import re
+import sys
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -160,7 +161,8 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "path": Key(None, _path(), "name = 'local': a folder with {train,dev,test}.{src,tgt}, tokenised"),
     },
     "train": {
-        "lm_order": Key(3, _int(2), "order of the Kneser-Ney LM (2-6)"),
+        "lm_order": Key(4, _int(2), "order of the Kneser-Ney LM (2-6; 4, as minismt train and the Moses "
+                        "reference system)"),
         "max_length": Key(80, _int(1), "drop training pairs with a side longer than this"),
         "max_phrase_length": Key(7, _int(1), "longest phrase extracted"),
         "table_limit": Key(20, _int(1), "translations kept per source phrase"),
@@ -302,6 +304,41 @@ def load_config(path: str | os.PathLike, overrides: dict | None = None) -> Pipel
     return check_config(data, path, base_dir=os.path.dirname(os.path.abspath(path)), text=text)
 
 
+def _scan_local_file(path: str, check_words_up_to: int | None) -> int:
+    """The number of lines of ``path``; the words of its first ``check_words_up_to`` lines
+    must fit in a Moses table (what training needs)."""
+    from minismt.extract.phrases import check_words
+    from minismt.io import iter_lines
+    count = 0
+    for count, text in iter_lines(path):
+        if check_words_up_to is not None and count <= check_words_up_to:
+            words = text.split()
+            word = check_words(words, range(len(words)))
+            if word is not None:
+                raise InputError(f"the word {word[:40]!r} cannot be written in a Moses table", path, count,
+                                 expected="words without control characters, other than '|||'")
+    return count
+
+
+def _check_local_corpus(corpus: dict) -> None:
+    """Both sides of every split of a local corpus have the same number of lines, at least
+    one, and the training words fit in Moses' tables.
+
+    Checked here, on the user's files, so that errors name them (and the line) rather
+    than the copies the pipeline makes in its work folder (cut to corpus.size, dev, test).
+    """
+    for split in ("train", "dev", corpus["test_split"]):
+        src, tgt = (os.path.join(corpus["path"], f"{split}.{side}") for side in ("src", "tgt"))
+        check = (corpus["size"] or sys.maxsize) if split == "train" else None
+        n_src, n_tgt = _scan_local_file(src, check), _scan_local_file(tgt, check)
+        if n_src != n_tgt:
+            raise InputError(f"{n_tgt} lines, but the source side {src} has {n_src}", tgt,
+                             expected="the same number of lines on both sides")
+        if n_src == 0:
+            raise InputError(f"the {split} split of the local corpus is empty", src,
+                             expected="at least one sentence pair")
+
+
 def check_config(data: dict, path: str | None = None, base_dir: str | None = None,
                  text: str | None = None) -> PipelineConfig:
     """Check a configuration given as nested dicts (what TOML gives) and fill in the defaults."""
@@ -369,6 +406,7 @@ def check_config(data: dict, path: str | None = None, base_dir: str | None = Non
                 if not os.path.exists(file):
                     fail(f"corpus.path has no {split}.{side} ({file})", "corpus", "path",
                          expected="a folder with {train,dev,test}.{src,tgt}")
+        _check_local_corpus(corpus)
     else:
         if name not in registry.CORPORA:
             fail(f"corpus.name = {name!r}", "corpus", "name",
