@@ -19,7 +19,13 @@ def evaluate(hypotheses: Sequence[str], reference_sets: Sequence[Sequence[str]],
     ``tokenize`` overrides BLEU's tokenizer (default ``13a``; ``none`` for
     pre-tokenised text, as tuning uses).
     """
-    bleu = sacrebleu.BLEU(lowercase=lowercase, **({"tokenize": tokenize} if tokenize else {}))
+    if not hypotheses:
+        raise InputError("no hypotheses to score", expected="at least one line")
+    try:
+        bleu = sacrebleu.BLEU(lowercase=lowercase, **({"tokenize": tokenize} if tokenize else {}))
+    except (KeyError, ValueError):
+        known = ", ".join(getattr(sacrebleu.BLEU, "TOKENIZERS", ["13a", "none", "intl", "char", "zh"]))
+        raise InputError(f"unknown BLEU tokenizer {tokenize!r}", expected=f"one of {known}") from None
     chrf = sacrebleu.CHRF(lowercase=lowercase)
     ter = sacrebleu.TER()
     refs = [list(r) for r in reference_sets]
@@ -43,6 +49,8 @@ def evaluate_files(hyp_path, ref_paths: Sequence, lowercase: bool = False,
     if not ref_paths:
         raise InputError("no reference file given", expected="at least one --ref FILE")
     hyps = read_lines(hyp_path)
+    if not hyps:
+        raise InputError("empty file", hyp_path, expected="one hypothesis per line")
     sets = []
     for path in ref_paths:
         lines = read_lines(path)
