@@ -1,0 +1,178 @@
+"""The README's code blocks run as written.
+
+Every ```python block is executed in a temporary folder (``../shared`` in it is the
+shared fixtures folder next to the repository; the block is skipped, with that reason,
+when the folder is absent). Every ```toml block is a pipeline configuration that
+``minismt pipeline --check`` accepts. Every ``minismt ...`` command of a ```sh block parses
+with minismt's own argument parser, so a renamed subcommand or flag breaks this test; so
+do the ``minismt-kbmira`` flags given to mert-moses.pl with ``--batch-mira-args``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+from conftest import SHARED
+
+REPO = Path(__file__).resolve().parents[1]
+README = REPO / "README.md"
+FENCE = re.compile(r"^```(\w*)\n(.*?)^```$", re.S | re.M)
+
+
+def blocks(kind: str) -> list[tuple[int, str]]:
+    """(line number, text) of every fenced block of this kind."""
+    text = README.read_text(encoding="utf-8")
+    return [(text.count("\n", 0, m.start()) + 1, m.group(2)) for m in FENCE.finditer(text)
+            if m.group(1) == kind]
+
+
+def with_shared(code: str) -> str:
+    """``code`` with ``../shared`` pointing at the shared folder; skips when it is absent."""
+    if "../shared" not in code:
+        return code
+    if not SHARED.is_dir():
+        pytest.skip(f"{SHARED} is absent: the README's example reads the fixtures in ../shared "
+                    "next to the repository")
+    return code.replace("../shared", SHARED.as_posix())
+
+
+def test_the_readme_has_each_kind_of_block():
+    assert blocks("python") and blocks("sh") and blocks("toml")
+    # an indented (unfenced) code block would escape these tests
+    text = README.read_text(encoding="utf-8")
+    inside = False
+    for number, line in enumerate(text.splitlines(), 1):
+        if line.startswith("```"):
+            inside = not inside
+        assert inside or not line.startswith("    "), f"README.md:{number}: indented code block, fence it"
+
+
+@pytest.mark.parametrize("line, code", blocks("python"), ids=lambda v: f"line{v}" if isinstance(v, int) else "")
+def test_python_block_runs(line, code, tmp_path, monkeypatch):
+    code = with_shared(code)
+    monkeypatch.chdir(tmp_path)
+    output = io.StringIO()
+    with contextlib.redirect_stdout(output):
+        exec(compile(code, f"README.md:{line}", "exec"), {"__name__": "__readme__"})
+
+
+@pytest.mark.parametrize("line, text", blocks("toml"), ids=lambda v: f"line{v}" if isinstance(v, int) else "")
+def test_toml_block_is_a_valid_pipeline_configuration(line, text, tmp_path, capsys):
+    from minismt.cli import main
+    # relative paths in a configuration are read from its folder: put it next to the repository
+    config = tmp_path / "experiment.toml"
+    config.write_text(with_shared(text), encoding="utf-8")
+    assert main(["pipeline", str(config), "--check"]) == 0, capsys.readouterr().err
+
+
+# ---- shell commands ------------------------------------------------------------------------------------
+def shell_commands() -> list[tuple[int, str]]:
+    """(README line, command line) of every command of the ```sh blocks, continuations joined."""
+    commands = []
+    for start, text in blocks("sh"):
+        joined, first = "", None
+        for offset, line in enumerate(text.splitlines(), 1):
+            first = first or start + offset
+            if line.endswith("\\"):
+                joined += line[:-1] + " "
+                continue
+            commands.append((first, joined + line))
+            joined, first = "", None
+    return commands
+
+
+def simple_commands(line: str) -> list[list[str]]:
+    """The words of each simple command of a shell line: split at the operators &&, ||, ; and |
+    standing as words (a `|` inside a word is a usage line's alternatives), redirections dropped."""
+    result, words, skip = [], [], False
+    for token in shlex.split(line, comments=True):
+        if skip:
+            skip = False
+        elif token in (">", ">>", "<", "2>"):
+            skip = True
+        elif token in ("&&", "||", ";", "|"):
+            result.append(words)
+            words = []
+        else:
+            words.append(token)
+    result.append(words)
+    return [w for w in result if w]
+
+
+def usage_variants(words: list[str]) -> list[list[str]]:
+    """Concrete argument lists from a usage line: [optional] brackets dropped, `...` dropped,
+    `a|b|c` alternatives expanded one at a time (the others take their first alternative)."""
+    words = [w.strip("[]") for w in words]
+    words = [w for w in words if w and w != "..."]
+    alternatives = {i: w.split("|") for i, w in enumerate(words) if "|" in w and not w.startswith("-")}
+    base = [alternatives[i][0] if i in alternatives else w for i, w in enumerate(words)]
+    variants = [base]
+    for i, options in alternatives.items():
+        for option in options[1:]:
+            variants.append(base[:i] + [option] + base[i + 1:])
+    return variants
+
+
+def exact(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """``parser`` and its subcommands' parsers without abbreviations: a README flag that is only a
+    prefix of a real one (the flag was renamed to something longer) must not parse."""
+    parser.allow_abbrev = False
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                exact(sub)
+    return parser
+
+
+def parse(parser: argparse.ArgumentParser, args: list[str], where: str) -> argparse.Namespace:
+    parser = exact(parser)
+    error = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(error):
+            return parser.parse_args(args)
+    except SystemExit:
+        pytest.fail(f"{where}: {shlex.join(args)}: {error.getvalue().strip()}")
+    except Exception as err:  # minismt-kbmira's parser raises InputError
+        pytest.fail(f"{where}: {shlex.join(args)}: {err}")
+
+
+def minismt_commands() -> list[tuple[int, str]]:
+    return [(n, c) for n, c in shell_commands() if any(w and w[0] == "minismt" for w in simple_commands(c))]
+
+
+def test_the_readme_shows_every_subcommand():
+    from minismt.cli import build_parser
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    shown = {words[1] for _, line in shell_commands() for words in simple_commands(line)
+             if words[0] == "minismt" and len(words) > 1}
+    assert set(sub.choices) <= shown | {"corpora"}, set(sub.choices) - shown
+
+
+@pytest.mark.parametrize("line, command", minismt_commands(), ids=lambda v: f"line{v}" if isinstance(v, int) else "")
+def test_minismt_command_parses(line, command):
+    from minismt.cli import build_parser
+    for words in simple_commands(command):
+        if words[0] != "minismt":
+            continue
+        for args in usage_variants(words[1:]):
+            namespace = parse(build_parser(), args, f"README.md:{line}")
+            assert hasattr(namespace, "run"), f"README.md:{line}: {command}: not a full command"
+
+
+def test_kbmira_flags_given_to_mert_moses_parse():
+    from plugins.moses.kbmira_cli import build_parser
+    found = 0
+    for line, command in shell_commands():
+        for words in simple_commands(command):
+            if "--batch-mira-args" in words:
+                args = shlex.split(words[words.index("--batch-mira-args") + 1])
+                parse(build_parser(), args, f"README.md:{line}")
+                found += 1
+    assert found
