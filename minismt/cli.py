@@ -11,6 +11,12 @@ from minismt import __version__
 from minismt.errors import InputError
 
 
+def _at_least(flag: str, value: int, low: int) -> None:
+    """A numeric option below its minimum is an error naming the option as the user typed it."""
+    if value < low:
+        raise InputError(f"{flag} {value}", expected=f"an integer >= {low}")
+
+
 def _eval_command(args) -> int:
     from minismt.metrics.evaluate import evaluate_files
     result = evaluate_files(args.hyp, args.ref, lowercase=args.lowercase, tokenize=args.tokenize)
@@ -47,7 +53,13 @@ def _add_eval(sub) -> None:
 
 
 def _extract_command(args) -> int:
+    from minismt.io import check_readable_file, check_writable_file
     from plugins.moses.extractor import extract
+    check_readable_file(args.nbest, "--nbest")
+    for path in args.ref:
+        check_readable_file(path, "--ref")
+    check_writable_file(args.ffile, "--ffile")
+    check_writable_file(args.scfile, "--scfile")
     kbest = extract(args.nbest, args.ref, args.ffile, args.scfile, fmt=args.format,
                     lowercase=args.lowercase, dedup=not args.no_dedup)
     print(f"extracted {kbest.n_hypotheses} hypotheses of {kbest.n_instances} sentences, "
@@ -78,14 +90,22 @@ def _add_extract(sub) -> None:
 
 
 def _train_command(args) -> int:
+    from minismt.io import check_readable_file, check_writable_dir
     from minismt.train import Trainer, TrainingConfig
+    for flag, path in (("--src", args.src), ("--tgt", args.tgt), ("--lm-text", args.lm_text)):
+        if path is not None:
+            check_readable_file(path, flag)
+    check_writable_dir(args.out, "--out")
+    if not 2 <= args.lm_order <= 6:
+        raise InputError(f"--lm-order {args.lm_order}", expected="an order from 2 to 6")
+    for flag, value in (("--max-length", args.max_length), ("--max-phrase-length", args.max_phrase_length),
+                        ("--table-limit", args.table_limit)):
+        _at_least(flag, value, 1)
     config = TrainingConfig(src=args.src, tgt=args.tgt, out=args.out, lm_order=args.lm_order,
                             lm_text=args.lm_text, src_lang=args.src_lang, tgt_lang=args.tgt_lang,
                             tokenize=args.tokenize, lowercase=args.lowercase,
                             max_length=args.max_length, max_phrase_length=args.max_phrase_length,
                             table_limit=args.table_limit, progress=not args.quiet)
-    if not 2 <= args.lm_order <= 6:
-        raise InputError(f"--lm-order {args.lm_order}", expected="an order from 2 to 6")
     trainer = Trainer(config, log=None if args.quiet else (lambda m: print(m, file=sys.stderr)))
     trainer.run()
     for record in trainer.records.values():
@@ -151,26 +171,32 @@ _SPARSE_HELP = ("emit sparse features for large-scale tuning, comma-separated: r
 
 def _decode_command(args) -> int:
     from minismt.features import read_weights
-    from minismt.io import read_lines, write_lines
+    from minismt.io import check_writable_dir, check_writable_file, read_lines, write_lines
     from minismt.parallel import DecodeJob, decode_corpus
+    from minismt.train import load_manifest
+    _at_least("--kbest", args.kbest, 0)
+    _at_least("--stack", args.stack, 1)
+    _at_least("--jobs", args.jobs, 1)
+    if args.kbest and not args.kbest_out:
+        raise InputError("--kbest needs --kbest-out FILE")
+    load_manifest(args.model)
     sentences = read_lines(args.input)
     sparse_features = _sparse_features(args)
-    job = DecodeJob(model_dir=args.model, weights=read_weights(args.weights) if args.weights else None,
+    weights = None
+    if args.weights:
+        weights = read_weights(args.weights)
+        _check_decode_weights(args.weights, weights, sparse_features)
+    check_writable_file(args.output, "--output")
+    if args.kbest_out:
+        check_writable_file(args.kbest_out, "--kbest-out")
+    if args.hypergraph_dir:
+        check_writable_dir(args.hypergraph_dir, "--hypergraph-dir")
+    job = DecodeJob(model_dir=args.model, weights=weights,
                     stack_size=args.stack, beam_threshold=args.beam_threshold,
                     distortion_limit=args.distortion_limit, kbest=args.kbest,
                     distinct=not args.derivations, hypergraph_dir=args.hypergraph_dir,
                     sparse_features=sparse_features)
-    if sparse_features and job.weights:
-        from minismt.decode.model import FEATURE_NAMES
-        from minismt.decode.sparse import split_weights
-        try:  # a sparse weight of a family that is off is an error before any work starts
-            split_weights(job.weights, sparse_features, FEATURE_NAMES)
-        except InputError as err:
-            raise InputError(err.message, args.weights, expected=err.expected) from None
-    if args.kbest and not args.kbest_out:
-        raise InputError("--kbest needs --kbest-out FILE")
     if args.hypergraph_dir:
-        import os
         os.makedirs(args.hypergraph_dir, exist_ok=True)
     executor = None
     if args.dask_scheduler:
@@ -181,7 +207,6 @@ def _decode_command(args) -> int:
     if args.kbest:
         from minismt.features import FeatureSpace
         from minismt.kbest import KBestBuilder
-        from minismt.train import load_manifest
         from plugins.moses.nbest import write_kbest_nbest
         manifest = load_manifest(args.model)
         space = FeatureSpace(manifest["features"])
@@ -200,6 +225,24 @@ def _decode_command(args) -> int:
     words = sum(len(s.split()) for s in sentences)
     print(f"decoded {len(sentences)} sentences ({words} words)", file=sys.stderr)
     return 0
+
+
+def _check_decode_weights(path: str, weights: dict, sparse_features: tuple[str, ...]) -> None:
+    """Every name of a --weights file is one of the model's features or of an enabled sparse family;
+    an error names the file and the line."""
+    from minismt.decode.model import FEATURE_NAMES
+    from minismt.decode.sparse import family_of
+    from minismt.features import weight_line
+    for name in weights:
+        if name in FEATURE_NAMES:
+            continue
+        family = family_of(name)
+        if family is None:
+            raise InputError(f"unknown feature name {name!r}", path, weight_line(path, name),
+                             expected="one of " + " ".join(FEATURE_NAMES) + " or a sparse feature")
+        if family not in sparse_features:
+            raise InputError(f"weight of the sparse feature {name!r}, but the decoder's {family} features are off",
+                             path, weight_line(path, name), expected=f"--sparse-features including {family}")
 
 
 def _add_decode(sub) -> None:
@@ -268,10 +311,21 @@ def _tune_decoder(args, n_sentences: int, sources: list[str]):
 
 
 def _tune_command(args) -> int:
-    from minismt.io import read_lines
-    from tuners.base import parse_tuner_params
+    from minismt.io import check_writable_dir, read_lines
+    from tuners.base import get_tuner, parse_tuner_params
     from tuners.loop import TuningRun
+    _at_least("--iterations", args.iterations, 1)
+    _at_least("--kbest", args.kbest, 1)
+    _at_least("--stack", args.stack, 1)
+    _at_least("--jobs", args.jobs, 1)
+    if args.reset_after is not None:
+        _at_least("--reset-after", args.reset_after, 1)
+    tuner_params = parse_tuner_params(args.tuner_param)
+    get_tuner(args.tuner, **tuner_params)  # an unknown tuner or parameter fails before any work
+    check_writable_dir(args.run_dir, "--run-dir")
     sources = read_lines(args.dev_src)
+    if not sources:
+        raise InputError("empty file", args.dev_src, expected="one dev sentence per line (--dev-src)")
     ref_sets = [read_lines(path) for path in args.dev_ref]
     for path, lines in zip(args.dev_ref, ref_sets):
         if len(lines) != len(sources):
@@ -281,7 +335,8 @@ def _tune_command(args) -> int:
     run = TuningRun(decoder, list(zip(*ref_sets)), args.tuner, args.run_dir,
                     accumulate=args.accumulate, reset_after=args.reset_after,
                     max_iter=args.iterations, seed=args.seed, return_best=args.keep == "best",
-                    lowercase=args.lowercase, tuner_params=parse_tuner_params(args.tuner_param))
+                    lowercase=args.lowercase, tuner_params=tuner_params,
+                    on_iteration=lambda line: print(line, flush=True))
     start = decoder.default_weights
     if args.init and args.decoder != "cdec":
         from minismt.features import read_weights
@@ -303,10 +358,11 @@ def _tune_command(args) -> int:
         close = getattr(decoder, "close", None)
         if close is not None:
             close()
-    for record in run.history:
-        print(f"iteration {record.iteration}: dev BLEU {100 * record.dev_bleu:.2f}, "
-              f"{record.hypotheses} hypotheses ({record.new_hypotheses} new), {record.seconds:.1f} s")
-    print(f"weights written to {args.run_dir}/weights.final")
+    if run.history:
+        best = max(run.history, key=lambda r: (r.dev_bleu, -r.iteration))
+        chosen = f"the best dev BLEU, {100 * best.dev_bleu:.2f} at iteration {best.iteration}" \
+            if args.keep == "best" else "the last iteration's"
+        print(f"weights written to {args.run_dir}/weights.final ({chosen})", flush=True)
     if args.decoder != "minismt":
         name = "moses.ini" if args.decoder == "moses" else "weights.cdec"
         decoder.write_config(final, os.path.join(args.run_dir, name))
@@ -392,7 +448,11 @@ def main(argv=None) -> int:
     try:
         return args.run(args)
     except InputError as err:
-        print(f"minismt: error: {err}", file=sys.stderr)
+        print(f"minismt: {err}", file=sys.stderr)
+        return 2
+    except OSError as err:  # a disk or permission failure the up-front checks could not foresee
+        where = f"{err.filename}: " if err.filename else ""
+        print(f"minismt: {where}{err.strerror or err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("minismt: interrupted (tune, pipeline and demo resume when run again)", file=sys.stderr)

@@ -202,6 +202,15 @@ def read_weights(path: str | os.PathLike) -> dict[str, float]:
     return weights
 
 
+def weight_line(path: str | os.PathLike, name: str) -> int | None:
+    """The line number of ``path`` (a weights file) that gives ``name``'s weight, for error messages."""
+    for number, text in iter_lines(path):
+        fields = text.split("#", 1)[0].split()
+        if fields and fields[0] == name:
+            return number
+    return None
+
+
 def format_weight(value: float) -> str:
     """Shortest text that reads back to the same float."""
     return repr(float(value))

@@ -6,6 +6,7 @@ import contextlib
 import gzip
 import hashlib
 import io
+import json
 import os
 import tempfile
 import zlib
@@ -102,6 +103,16 @@ def file_sha256(path: str | os.PathLike) -> str:
     return digest.hexdigest()
 
 
+def json_sha256(value) -> str:
+    """Hex sha256 of a JSON-able value (keys sorted, other objects by ``str``): a key for settings."""
+    return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode("utf-8")).hexdigest()
+
+
+def lines_sha256(lines) -> str:
+    """Hex sha256 of lines of text (joined by newlines): identifies a dev set's sentences or references."""
+    return hashlib.sha256("\n".join(lines).encode("utf-8")).hexdigest()
+
+
 def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
@@ -187,3 +198,32 @@ def check_writable_dir(path: str | os.PathLike, flag: str | None = None) -> None
         where = "" if folder == os.path.abspath(path) else f"{folder} "
         raise InputError(f"{prefix}{where or 'it '}is not a writable folder", path,
                          expected=expected)
+
+
+def check_writable_file(path: str | os.PathLike, flag: str | None = None) -> None:
+    """Fail before any work if the file ``path`` cannot be written (it is a folder, or its folder
+    cannot be created and written). ``flag`` names the option that gave the path."""
+    path = os.fspath(path)
+    prefix = f"{flag}: " if flag else ""
+    if os.path.isdir(path):
+        raise InputError(f"{prefix}is a folder", path, expected="a file name to write")
+    if os.path.exists(path) and not os.access(path, os.W_OK):
+        raise InputError(f"{prefix}is not writable", path, expected="a file this user may replace")
+    folder = os.path.dirname(os.path.abspath(path))
+    while not os.path.exists(folder) and os.path.dirname(folder) != folder:
+        folder = os.path.dirname(folder)
+    if not os.path.isdir(folder) or not os.access(folder, os.W_OK | os.X_OK):
+        raise InputError(f"{prefix}cannot be written ({folder} is not a writable folder)", path,
+                         expected="a file in a folder that can be created and written")
+
+
+def check_readable_file(path: str | os.PathLike, flag: str | None = None) -> None:
+    """Fail before any work if ``path`` is not a file this process can read. ``flag`` names the option."""
+    path = os.fspath(path)
+    prefix = f"{flag}: " if flag else ""
+    if not os.path.exists(path):
+        raise InputError(f"{prefix}no such file", path, expected="an existing file")
+    if not os.path.isfile(path):
+        raise InputError(f"{prefix}not a file", path, expected="a file to read")
+    if not os.access(path, os.R_OK):
+        raise InputError(f"{prefix}not readable", path, expected="a file this user may read")

@@ -18,6 +18,7 @@ when the key is unchanged and its outputs exist, the step is not redone.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -270,7 +271,15 @@ class Trainer:
         return digest.hexdigest()
 
     def run(self) -> dict:
-        """Every step in order; returns the manifest."""
+        """Every step in order; returns the manifest. A failure is written to ``train.log`` too."""
+        try:
+            return self._run_steps()
+        except (InputError, OSError) as err:
+            with contextlib.suppress(OSError):  # an unwritable folder cannot take the log line either
+                self.log(f"failed: {err}")
+            raise
+
+    def _run_steps(self) -> dict:
         self.prepare()
         self.align()
         self.extract()

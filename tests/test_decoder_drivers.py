@@ -74,7 +74,7 @@ def test_moses_driver_tunes_through_the_command_line(tmp_path, capsys):
     assert _sections_except_weights(tuned) == _sections_except_weights(ini)
     final = dict(line.split() for line in (run_dir / "weights.final").read_text().splitlines())
     assert flatten_weights(read_moses_ini_weights(tuned)) == {name: float(v) for name, v in final.items()}
-    bleu = [float(line.split("dev BLEU ")[1].split(",")[0]) for line in out.splitlines() if "dev BLEU" in line]
+    bleu = [float(line.split("dev BLEU ")[1].split()[0]) for line in out.splitlines() if line.startswith("iteration")]
     assert max(bleu) > bleu[0]
     done = (run_dir / "decoder" / "decode.0" / "done.json").read_text()
     assert "-weight-overwrite" in done and "distinct" in done

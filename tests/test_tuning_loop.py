@@ -50,8 +50,14 @@ def test_aggregate_keeps_instances_per_iteration(tmp_path):
 
 def test_settings_mismatch_and_bad_arguments(tmp_path):
     TuningRun(FakeDecoder(), REFS, RandomSearch(), tmp_path, max_iter=1, seed=1).run(np.zeros(3))
-    with pytest.raises(InputError, match="other settings"):
+    with pytest.raises(InputError, match="holds another run: seed: 1 -> 2"):
         TuningRun(FakeDecoder(), REFS, RandomSearch(), tmp_path, max_iter=1, seed=2).run(np.zeros(3))
+    with pytest.raises(InputError, match="accumulate: \"merge\" -> \"none\"; iterations: 1 -> 2"):
+        TuningRun(FakeDecoder(), REFS, RandomSearch(), tmp_path, "none", max_iter=2, seed=1).run(np.zeros(3))
+    with pytest.raises(InputError, match="references: "):
+        TuningRun(FakeDecoder(), REFS[::-1], RandomSearch(), tmp_path, max_iter=1, seed=1).run(np.zeros(3))
+    with pytest.raises(InputError, match="tuner_params.*-> 3"):  # an object's parameters are recorded too
+        TuningRun(FakeDecoder(), REFS, RandomSearch(trials=3), tmp_path, max_iter=1, seed=1).run(np.zeros(3))
     with pytest.raises(InputError):
         TuningRun(FakeDecoder(), REFS, RandomSearch(), tmp_path, accumulate="sum")
 

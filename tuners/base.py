@@ -223,10 +223,12 @@ def get_tuner(name: str, **params) -> Tuner:
         cls = REGISTRY[name]
     except KeyError:
         raise InputError(f"unknown tuner {name!r}", expected=f"one of {', '.join(sorted(REGISTRY))}") from None
-    try:
-        return cls(**params)
-    except TypeError as err:
-        raise InputError(f"bad parameters for tuner {name!r}: {err}") from None
+    accepted = [p for p in inspect.signature(cls.__init__).parameters if p != "self"]
+    unknown = [key for key in params if key not in accepted]
+    if unknown:
+        raise InputError(f"tuner {name!r} has no parameter {', '.join(map(repr, unknown))}",
+                         expected=f"one of {', '.join(accepted)}")
+    return cls(**params)
 
 
 def parse_tuner_params(items) -> dict:

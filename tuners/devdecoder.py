@@ -16,7 +16,7 @@ import numpy as np
 from minismt.corpus import Vocabulary
 from minismt.errors import InputError
 from minismt.features import FeatureSpace, write_weights
-from minismt.io import atomic_write, write_lines
+from minismt.io import atomic_write, file_sha256, json_sha256, lines_sha256, write_lines
 from minismt.kbest import KBest, KBestBuilder
 from minismt.parallel import DecodeJob, decode_corpus, decode_requests, force_corpus
 from minismt.train import load_manifest
@@ -50,6 +50,16 @@ class MinismtDevDecoder:
         self.progress = progress
         self._pool: ProcessPoolExecutor | None = None
         self.vocab = Vocabulary()  # shared by every iteration's forests (hypergraph tuners)
+
+    def identity(self) -> dict:
+        """What decides this decoder's output besides the weights (a tuning run's ``run.json``): the model
+        (its training steps' input keys and features), the dev sentences and the search settings."""
+        manifest = load_manifest(self.model_dir)
+        model = {"features": manifest["features"], "lm_order": manifest.get("lm_order"),
+                 "steps": {name: step.get("key") for name, step in manifest.get("steps", {}).items()}}
+        return {"decoder": "minismt", "model": json_sha256(model), "dev_source": lines_sha256(self.sentences),
+                "kbest": self.kbest, "stack_size": self.stack_size, "distortion_limit": self.distortion_limit,
+                "sparse_features": list(self.sparse_features)}
 
     def _job(self, weights: np.ndarray) -> DecodeJob:
         return DecodeJob(self.model_dir, weights=self.space.weights_dict(weights),
@@ -164,6 +174,14 @@ class ProgramDevDecoder(ABC):
         self.work_dir = os.fspath(work_dir)
         self.kbest = kbest
         self._batches: dict[int, int] = {}
+
+    def identity(self) -> dict:
+        """What decides the program's output besides the weights (a tuning run's ``run.json``): the
+        command, its configuration file's bytes (``config``, where the driver has one), the dev sentences
+        and the list size."""
+        config = getattr(self, "config", None)
+        return {"decoder": self.name, "command": self.command, "dev_source": lines_sha256(self.sentences),
+                "kbest": self.kbest, "config": file_sha256(config) if config and os.path.isfile(config) else None}
 
     # ---- hooks ------------------------------------------------------------------------------
     @abstractmethod

@@ -25,6 +25,12 @@ to the accumulated list, and returns the weights with the best dev BLEU (or
 the last ones). A run killed at any point resumes from its last checkpoint and
 ends with bit-identical weights, because every input of an iteration is in the
 checkpoint and every random choice is seeded by (seed, iteration).
+
+A run directory belongs to one run: ``run.json`` records what decides its
+result (tuner and parameters, seed, accumulation, iterations, the references'
+and the decoder's identity: model, dev sentences, decoder settings), written
+before the first decode; running again in the same directory with any of these
+different is an :class:`InputError` that lists what differs.
 """
 
 from __future__ import annotations
@@ -40,12 +46,13 @@ import numpy as np
 
 from minismt.errors import InputError
 from minismt.features import FeatureSpace
-from minismt.io import atomic_write, write_lines
+from minismt.io import atomic_write, lines_sha256, write_lines
 from minismt.kbest import KBest
 from minismt.metrics import BleuReferences, corpus_bleu_from_stats
 from tuners.base import ForestData, Tuner, get_tuner, start_weights
 
 CHECKPOINT = "checkpoint.json"
+SETTINGS = "run.json"
 ACCUMULATED = "accumulated.npz"
 
 
@@ -85,12 +92,13 @@ class TuningRun:
     seed : seeds the tuner of iteration t with (seed, t).
     return_best : return the weights with the best dev BLEU (else the last ones).
     lowercase : case-insensitive BLEU.
+    on_iteration : called with each iteration's ``tune.log`` line as the iteration ends (e.g. ``print``).
     """
 
     def __init__(self, decoder: DevDecoder, references: Sequence[Sequence[str]], tuner,
                  run_dir: str | os.PathLike, accumulate: str | None = None, reset_after: int | None = None,
                  max_iter: int = 10, seed: int = 0, return_best: bool = True,
-                 lowercase: bool = False, tuner_params: dict | None = None):
+                 lowercase: bool = False, tuner_params: dict | None = None, on_iteration=None):
         if accumulate is None:
             accumulate = (tuner if isinstance(tuner, Tuner) else _tuner_class(tuner)).accumulate
         if accumulate not in ("merge", "aggregate", "none"):
@@ -108,6 +116,9 @@ class TuningRun:
         self.max_iter = max_iter
         self.seed = seed
         self.return_best = return_best
+        self.lowercase = lowercase
+        self.on_iteration = on_iteration
+        self.references_digest = lines_sha256("\t".join(refs) for refs in references)
         self.history: list[IterationRecord] = []
         self.tuner_state: dict | None = None  # an online tuner's state between rounds
         self._forests: dict[int, list] = {}   # hypergraph tuners: forests of the latest iterations
@@ -120,6 +131,41 @@ class TuningRun:
         if "seed" in tuner.get_params() and "seed" not in self.tuner_params:
             tuner.seed = int(np.random.SeedSequence([self.seed, iteration]).generate_state(1)[0])
         return tuner
+
+    # ---- what the run is --------------------------------------------------------------
+    def settings(self) -> dict:
+        """Everything that decides this run's weights, as JSON values (``run.json``)."""
+        if isinstance(self.tuner, Tuner):
+            name, params = self.tuner.name, self.tuner.get_params()
+        else:
+            name, params = self.tuner, self.tuner_params
+        identity = getattr(self.decoder, "identity", None)
+        decoder = identity() if identity is not None else {"decoder": type(self.decoder).__name__}
+        settings = {"tuner": name, "tuner_params": params, "seed": self.seed, "accumulate": self.accumulate,
+                    "reset_after": self.reset_after, "iterations": self.max_iter, "lowercase": self.lowercase,
+                    "references": self.references_digest, "decoder": decoder}
+        return json.loads(json.dumps(settings, sort_keys=True, default=str))
+
+    def _claim(self) -> None:
+        """Record this run's settings in a new run directory, or refuse one that holds another run."""
+        path = self._path(SETTINGS)
+        mine = self.settings()
+        if os.path.exists(path):
+            try:
+                with open(path, encoding="utf-8") as handle:
+                    theirs = json.load(handle)
+            except (OSError, ValueError) as err:
+                raise InputError(f"unreadable run settings ({err})", path) from None
+            differences = _differences(theirs, mine)
+            if differences:
+                raise InputError("the run directory holds another run: " + "; ".join(differences), path,
+                                 expected="the same settings to resume it, or a new run directory")
+            return
+        if os.path.exists(self._path(CHECKPOINT)):
+            return  # a run from before run.json: _load checks the seed and accumulation it recorded
+        os.makedirs(self.run_dir, exist_ok=True)
+        with atomic_write(path) as out:
+            json.dump(mine, out, indent=1, sort_keys=True)
 
     # ---- checkpoints ----------------------------------------------------------------
     def _path(self, name: str) -> str:
@@ -178,6 +224,7 @@ class TuningRun:
         weights = start_weights(space, w0)
         accumulated: KBest | list[KBest] | None = None
         start = 0
+        self._claim()
         loaded = self._load()
         if loaded is not None:
             state, parts = loaded
@@ -263,10 +310,14 @@ class TuningRun:
         size = (f"tuned BLEU on the forests {100 * record.tuned_bleu:.2f}, {record.hypotheses} forest edges"
                 if forests else f"tuned BLEU on the k-best {100 * record.tuned_bleu:.2f}, {record.hypotheses} "
                 f"hypotheses ({record.new_hypotheses} new)")
-        line = f"iteration {record.iteration}: dev BLEU {100 * record.dev_bleu:.2f} (weights decoded), {size}, " \
-               f"{record.seconds:.1f} s"
+        previous = [r for r in self.history if r.iteration < record.iteration]
+        change = f" ({100 * (record.dev_bleu - previous[-1].dev_bleu):+.2f})" if previous else ""
+        line = f"iteration {record.iteration}: dev BLEU {100 * record.dev_bleu:.2f}{change} (weights decoded), " \
+               f"{size}, {record.seconds:.1f} s"
         with open(self._path("tune.log"), "a", encoding="utf-8") as handle:
             handle.write(line + "\n")
+        if self.on_iteration is not None:
+            self.on_iteration(line)
 
     def _finish(self, last: np.ndarray) -> np.ndarray:
         """``weights.final``: the best-dev-BLEU weights (those a decode was scored with) or the last."""
@@ -279,6 +330,22 @@ class TuningRun:
         with atomic_write(self._path("history.json")) as out:
             json.dump([r.__dict__ for r in self.history], out, indent=1)
         return final
+
+
+def _differences(old: dict, new: dict, prefix: str = "") -> list[str]:
+    """``"key: old -> new"`` for every setting that differs (nested keys joined by dots; digests shortened)."""
+    def show(value) -> str:
+        text = json.dumps(value, sort_keys=True)
+        return text[:13] + "...\"" if isinstance(value, str) and len(value) == 64 else text
+
+    out = []
+    for key in sorted(set(old) | set(new)):
+        a, b = old.get(key), new.get(key)
+        if isinstance(a, dict) and isinstance(b, dict):
+            out += _differences(a, b, f"{prefix}{key}.")
+        elif a != b:
+            out.append(f"{prefix}{key}: {show(a)} -> {show(b)}")
+    return out
 
 
 def _tuner_class(name: str) -> type[Tuner]:

@@ -60,8 +60,11 @@ def read_any_kbest(path, fmt: str) -> KBest:
 
 def extract(nbest_path, ref_paths: Sequence, features_path, scores_path, fmt: str = "moses",
             lowercase: bool = False, dedup: bool = True) -> KBest:
-    """Write features.dat/scores.dat for an n-best list; returns the KBest with its statistics."""
+    """Write features.dat/scores.dat for an n-best list; returns the KBest with its statistics. An empty
+    list is an :class:`InputError` and nothing is written (existing files stay as they were)."""
     kbest = read_any_kbest(nbest_path, fmt)
+    if kbest.n_hypotheses == 0:
+        raise InputError("no hypotheses", nbest_path, expected="an n-best list with at least one line")
     refs = BleuReferences.from_files(ref_paths, lowercase=lowercase)
     if kbest.n_instances > refs.n_sentences:
         raise InputError(f"sentence id {kbest.n_instances - 1} but the references have "
