@@ -96,6 +96,8 @@ class Trainer:
     """Runs the training steps into a model directory, skipping steps whose inputs are unchanged."""
 
     def __init__(self, config: TrainingConfig, log: Callable[[str], None] | None = None):
+        if config.tokenize and not (config.src_lang and config.tgt_lang):
+            raise InputError("--tokenize needs --src-lang and --tgt-lang", expected="--src-lang de --tgt-lang en")
         self.config = config
         self.out = os.path.abspath(config.out)
         self._log_callback = log
@@ -170,8 +172,6 @@ class Trainer:
         def run():
             src, tgt = read_parallel(c.src, c.tgt)
             if c.tokenize:
-                if not c.src_lang or not c.tgt_lang:
-                    raise InputError("--tokenize needs --src-lang and --tgt-lang")
                 src = _tokenize_all(src, Tokenizer(c.src_lang, c.lowercase), c.progress, "tokenise src")
                 tgt = _tokenize_all(tgt, Tokenizer(c.tgt_lang, c.lowercase), c.progress, "tokenise tgt")
             elif c.lowercase:

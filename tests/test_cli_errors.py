@@ -72,6 +72,14 @@ def test_train_unwritable_out(tmp_path, capsys):
                        "--quiet"], out, "--out")
 
 
+def test_train_tokenize_without_languages(tmp_path, capsys):
+    (tmp_path / "s").write_text("a b\n")
+    (tmp_path / "t").write_text("a b\n")
+    one_error(capsys, ["train", "--src", str(tmp_path / "s"), "--tgt", str(tmp_path / "t"), "--out",
+                       str(tmp_path / "m"), "--tokenize", "--quiet"], "--tokenize needs --src-lang and --tgt-lang")
+    assert not (tmp_path / "m").exists()
+
+
 def test_failed_train_says_why_in_its_log(tmp_path, capsys):
     (tmp_path / "s").write_text("a b\nc d\n")
     (tmp_path / "t").write_text("a b\n")
