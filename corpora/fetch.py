@@ -25,12 +25,11 @@ import tempfile
 import urllib.error
 from urllib.request import urlopen
 
-from tqdm import tqdm
-
 from minismt import __version__
 from minismt.corpus import DEFAULT_MAX_LENGTH, DEFAULT_MAX_RATIO, Tokenizer, clean_pairs, read_parallel
 from minismt.errors import InputError
 from minismt.io import atomic_write, file_sha256, write_lines
+from minismt.progress import bar as progress_bar
 from corpora import registry
 
 MANIFEST = "corpus.json"
@@ -68,9 +67,9 @@ def _transfer(reader, dest: str, remote: registry.RemoteFile, origin: str, progr
     digest = hashlib.sha256()
     received = 0
     try:
-        with os.fdopen(fd, "wb") as out, tqdm(total=remote.size, unit="B", unit_scale=True,
-                                              desc=remote.name, disable=not progress,
-                                              leave=False) as bar:
+        with os.fdopen(fd, "wb") as out, progress_bar(total=remote.size, unit="B", unit_scale=True,
+                                                      desc=remote.name, enabled=progress,
+                                                      leave=False) as bar:
             while True:
                 try:
                     block = reader.read(CHUNK)
@@ -194,7 +193,7 @@ def _outputs_intact(out_dir: str, record: dict) -> bool:
 
 
 def _counted(items, bar):
-    """Yield ``items``, advancing the tqdm ``bar`` by one for each."""
+    """Yield ``items``, advancing the progress ``bar`` by one for each."""
     for item in items:
         yield item
         bar.update(1)
@@ -212,8 +211,8 @@ def _prepare_split(spec: registry.CorpusSpec, split: str, out_dir: str, raw_dir:
     if options["tokenize"]:
         tokenize_src = Tokenizer(spec.source, lowercase=options["lowercase"])
         tokenize_tgt = Tokenizer(spec.target, lowercase=options["lowercase"])
-        with tqdm(total=2 * len(src), unit=" lines", desc=f"tokenising {split}",
-                  disable=not progress, leave=False) as bar:
+        with progress_bar(total=2 * len(src), unit=" lines", desc=f"tokenising {split}",
+                          enabled=progress, leave=False) as bar:
             src = [tokenize_src(line) for line in _counted(src, bar)]
             tgt = [tokenize_tgt(line) for line in _counted(tgt, bar)]
     elif options["lowercase"]:

@@ -106,7 +106,8 @@ def _train_command(args) -> int:
                             tokenize=args.tokenize, lowercase=args.lowercase,
                             max_length=args.max_length, max_phrase_length=args.max_phrase_length,
                             table_limit=args.table_limit, progress=not args.quiet)
-    trainer = Trainer(config, log=None if args.quiet else (lambda m: print(m, file=sys.stderr)))
+    from minismt.progress import log
+    trainer = Trainer(config, log=None if args.quiet else log)  # a log line never lands on a bar's line
     trainer.run()
     for record in trainer.records.values():
         state = "cached" if record.cached else f"{record.seconds:7.1f} s  {record.peak_rss_mb:6.0f} MB"
@@ -146,8 +147,16 @@ def _add_train(sub) -> None:
     p.set_defaults(run=_train_command)
 
 
+class CommandLineParser(argparse.ArgumentParser):
+    """A usage error is one line on stderr and exit status 2, as every other error (argparse would
+    print the whole usage first); its sub-commands' parsers are of this class too."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: {message} (see '{self.prog} --help')\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = CommandLineParser(
         prog="minismt",
         description="minismt: tune statistical machine translation weights (MERT, PRO, APRO, "
                     "k-best MIRA, ranking and hypergraph tuners) and evaluate translations. "

@@ -5,12 +5,18 @@ as a Dask distributed client's ``client.get_executor()`` when one machine is
 not enough. Work is sent in chunks of sentence indices; each worker loads the
 model once (cached per process) and returns plain results, so the output is
 the same, in the same order, whatever the executor.
+
+Local process pools come from :func:`process_pool`: their workers ignore Ctrl-C
+(SIGINT goes to the whole process group) and the parent tears them down with
+:func:`stop_pool`, so an interrupted command prints one line, not a traceback
+per worker.
 """
 
 from __future__ import annotations
 
 import os
-from concurrent.futures import Executor, ProcessPoolExecutor
+import signal
+from concurrent.futures import Executor, Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import Sequence
 
@@ -61,6 +67,76 @@ class SentenceOutput:
     sparse: dict = field(default_factory=dict)
     kbest_sparse: list[dict] = field(default_factory=list)
     hypergraph: dict | None = None  # with DecodeJob.return_hypergraph: Hypergraph.to_portable()
+
+
+def _exit_on_sigterm(signum, frame):
+    """SIGTERM in a pool worker: stop the processes this one started (the workers of its own pool, which
+    do the same in turn) and exit at once, without taking the next task of the queue."""
+    import multiprocessing
+    children = multiprocessing.active_children()
+    for child in children:
+        child.terminate()
+    for child in children:
+        child.join(10)
+    os._exit(128 + signum)
+
+
+def _start_worker() -> None:
+    """Initializer of :func:`process_pool`'s workers: Ctrl-C is the parent's to handle (SIGINT ignored;
+    processes a worker starts inherit that), SIGTERM (:func:`stop_pool`) ends the worker and the processes
+    it started, and the worker holds no semaphore that ending it at once would leak."""
+    from minismt.progress import in_worker_process
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
+    in_worker_process()
+
+
+def process_pool(jobs: int, context=None) -> ProcessPoolExecutor:
+    """A pool of ``jobs`` local worker processes (``context``: a multiprocessing context, e.g.
+    ``multiprocessing.get_context("spawn")``) whose workers leave Ctrl-C to the parent."""
+    return ProcessPoolExecutor(max_workers=jobs, mp_context=context, initializer=_start_worker)
+
+
+def run_ignoring_interrupts(function, *args):
+    """``function(*args)`` with SIGINT ignored: the target of a helper process (``multiprocessing.Process``)
+    that its parent stops itself, so that Ctrl-C does not print the helper's traceback too (and with no
+    semaphore left behind when the parent terminates it)."""
+    from minismt.progress import in_worker_process
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    in_worker_process()
+    return function(*args)
+
+
+def stop_pool(pool: ProcessPoolExecutor, grace: float = 2.0) -> None:
+    """Tear ``pool`` down now (after Ctrl-C or an error), leaving no process or semaphore behind.
+
+    The work not started is dropped; the work running (its workers ignore Ctrl-C) has ``grace``
+    seconds to end, which a chunk of sentences does; then the workers are stopped (SIGTERM, SIGKILL
+    for one that does not end within 10 s). A worker stopped while sending a result leaves part of
+    it in the pool's result pipe, where the pool's thread would wait for the rest for ever (seen: one
+    Ctrl-C in five hung ``minismt tune --jobs 2``); once the workers are gone the parent closes its
+    own end for writing too, and the thread reads end-of-file, marks the pool broken and ends.
+    """
+    processes = list((getattr(pool, "_processes", None) or {}).values())
+    thread = getattr(pool, "_executor_manager_thread", None)
+    writer = getattr(getattr(pool, "_result_queue", None), "_writer", None)
+    pool.shutdown(wait=False, cancel_futures=True)
+    if thread is not None:
+        thread.join(grace)
+    if thread is not None and not thread.is_alive():
+        return
+    for process in processes:
+        if process.is_alive():
+            process.terminate()
+    for process in processes:
+        process.join(10)
+        if process.is_alive():
+            process.kill()
+            process.join()
+    if writer is not None:
+        writer.close()
+    if thread is not None:
+        thread.join()
 
 
 def _decoder(job: DecodeJob):
@@ -160,7 +236,10 @@ def force_corpus(job: DecodeJob, sentences: Sequence[str], references: Sequence[
 
 def _map_chunks(function, args: list[tuple], executor: Executor | None, jobs: int, bar=None) -> list:
     """``[function(*a) for a in args]``, here (``jobs <= 1``, no executor) or on an executor (the
-    caller's, else a local process pool made for the call); ``bar`` advances by each result's length."""
+    caller's, else a :func:`process_pool` made for the call); ``bar`` advances by each result's length.
+
+    On Ctrl-C or an error the chunks not started are cancelled; a pool made here is torn down
+    (:func:`stop_pool`), the caller's is left to the caller."""
     if executor is None and jobs <= 1:
         results = []
         for a in args:
@@ -168,7 +247,8 @@ def _map_chunks(function, args: list[tuple], executor: Executor | None, jobs: in
             if bar is not None:
                 bar.update(len(results[-1]))
         return results
-    pool = executor if executor is not None else ProcessPoolExecutor(max_workers=jobs)
+    pool = executor if executor is not None else process_pool(jobs)
+    futures: list[Future] = []
     try:
         futures = [pool.submit(function, *a) for a in args]
         results = []
@@ -176,10 +256,16 @@ def _map_chunks(function, args: list[tuple], executor: Executor | None, jobs: in
             results.append(future.result())
             if bar is not None:
                 bar.update(len(results[-1]))
-        return results
-    finally:
+    except BaseException:
         if executor is None:
-            pool.shutdown()
+            stop_pool(pool)
+        else:
+            for future in futures:
+                future.cancel()
+        raise
+    if executor is None:
+        pool.shutdown()
+    return results
 
 
 def _dense(features) -> np.ndarray:
@@ -202,13 +288,15 @@ def decode_requests(requests: Sequence[tuple[DecodeJob, Sequence[int]]], sentenc
     every shard's mini-batch in one parallel call); the answer holds one list
     of outputs per request, in the order of its indices.
     """
-    from tqdm import tqdm
+    from minismt.progress import bar as progress_bar
     chunks = []  # (request number, job, indices)
     for number, (job, indices) in enumerate(requests):
         indices = list(indices)
         for start in range(0, len(indices), chunk_size):
             chunks.append((number, job, indices[start:start + chunk_size]))
-    bar = tqdm(total=sum(len(c[2]) for c in chunks), desc="decode", unit="sent", disable=not progress)
+    # the first chunk includes loading the model (and starting the workers): the rate starts after it
+    bar = progress_bar(total=sum(len(c[2]) for c in chunks), desc="decode", unit="sent", enabled=progress,
+                       warmup=True)
     try:
         parts = _map_chunks(decode_chunk, [(job, chunk, [sentences[i] for i in chunk]) for _, job, chunk in chunks],
                             executor, jobs, bar)

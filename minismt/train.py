@@ -303,8 +303,8 @@ class Trainer:
 
 
 def _tokenize_all(lines, tokenizer: Tokenizer, progress: bool, what: str) -> list[str]:
-    from tqdm import tqdm
-    return [tokenizer(line) for line in tqdm(lines, desc=what, disable=not progress, unit="line")]
+    from minismt.progress import bar
+    return [tokenizer(line) for line in bar(lines, desc=what, unit="line", enabled=progress)]
 
 
 def load_manifest(model_dir: str | os.PathLike) -> dict:

@@ -241,3 +241,23 @@ def test_a_killed_run_does_not_resume_as_a_hybrid(system, tmp_path, capsys, monk
     one_error(capsys, tune_args(data, model, run, "kbmira"), 'tuner: "mert" -> "kbmira"')
     assert main(tune_args(data, model, run, "mert")) == 0
     assert len(json.loads((run / "history.json").read_text())) == 2
+
+
+# ---- usage errors ---------------------------------------------------------------------------------
+@pytest.mark.parametrize("argv, needles", [
+    (["tune", "--model", "m"], ["minismt tune: ", "required: --dev-src, --dev-ref, --tuner, --run-dir",
+                                "see 'minismt tune --help'"]),
+    (["decode", "--stack", "abc"], ["minismt decode: ", "--stack: invalid int value: 'abc'"]),
+    (["corpora", "fetch", "--out", "x"], ["minismt corpora fetch: ", "required: NAME"]),
+    (["no-such-command"], ["minismt: ", "invalid choice: 'no-such-command'"]),
+])
+def test_usage_errors_are_one_line(argv, needles, capsys):
+    """A missing or malformed argument: one line naming the command and what is wrong (not the whole usage)."""
+    with pytest.raises(SystemExit) as stop:
+        main(argv)
+    assert stop.value.code == 2
+    captured = capsys.readouterr()
+    lines = captured.err.splitlines()
+    assert len(lines) == 1 and not captured.out and "usage:" not in captured.err, captured.err
+    for needle in needles:
+        assert needle in lines[0], (needle, lines[0])

@@ -187,3 +187,21 @@ def test_reference_files_with_different_lengths(tmp_path):
     b.write_text("x\n")
     with pytest.raises(InputError, match="1 lines"):
         BleuReferences.from_files([a, b])
+
+
+def test_evaluate_is_silent_on_text_tokenised_on_purpose(caplog):
+    """``tokenize="none"`` says the text is tokenised on purpose: no sacrebleu warning about 100 lines
+    ending in a tokenised period, and the same score; with the default 13a the warning stays (it may
+    point at text meant to be raw)."""
+    from minismt.metrics.evaluate import evaluate
+    from minismt.pipeline.significance import paired_bootstrap
+    hyps = [f"a man number {i} rides a bike ." for i in range(120)]
+    refs = [f"a man number {i} rides a red bike ." for i in range(120)]
+    with caplog.at_level("WARNING", logger="sacrebleu"):
+        silent = evaluate(hyps, [refs], tokenize="none")
+        paired_bootstrap([("a", hyps), ("b", refs)], refs, n_samples=10, tokenize="none")
+    assert "tokenized period" not in caplog.text
+    assert silent["bleu"] == pytest.approx(sacrebleu.corpus_bleu(hyps, [refs], tokenize="none").score)
+    with caplog.at_level("WARNING", logger="sacrebleu"):
+        evaluate(hyps, [refs])
+    assert "tokenized period" in caplog.text

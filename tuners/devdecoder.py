@@ -18,7 +18,7 @@ from minismt.errors import InputError
 from minismt.features import FeatureSpace, write_weights
 from minismt.io import atomic_write, file_sha256, json_sha256, lines_sha256, write_lines
 from minismt.kbest import KBest, KBestBuilder
-from minismt.parallel import DecodeJob, decode_corpus, decode_requests, force_corpus
+from minismt.parallel import DecodeJob, decode_corpus, decode_requests, force_corpus, process_pool, stop_pool
 from minismt.train import load_manifest
 
 
@@ -70,13 +70,14 @@ class MinismtDevDecoder:
         """The caller's executor, or a process pool kept for the decoder's lifetime (workers load
         the model once, not once per decode)."""
         if self.executor is None and self.jobs > 1 and self._pool is None:
-            self._pool = ProcessPoolExecutor(max_workers=self.jobs)
+            self._pool = process_pool(self.jobs)
         return self.executor if self.executor is not None else self._pool
 
     def close(self) -> None:
-        """Shut down the decoder's own process pool, if it made one."""
+        """Stop the decoder's own process pool, if it made one (at once, also after Ctrl-C: its workers
+        ignore SIGINT and would otherwise finish their chunks)."""
         if self._pool is not None:
-            self._pool.shutdown()
+            stop_pool(self._pool)
             self._pool = None
 
     def _sparse_arrays(self, sparse: dict) -> tuple[list[int], list[float]]:

@@ -18,7 +18,6 @@ and symmetrises the two (:mod:`minismt.align.symmetrize`). All alignments in an
 from __future__ import annotations
 
 import multiprocessing
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -31,6 +30,7 @@ from minismt.align.symmetrize import (METHODS, grow_diag_final_and, intersection
 from minismt.align.table import NULL, PairIndex, TranslationTable, check_pair
 from minismt.corpus import Alignment, TokenArray
 from minismt.errors import InputError
+from minismt.parallel import process_pool, stop_pool
 
 __all__ = ["AlignResult", "DirectionResult", "HMMModel", "IBM1Model", "NULL", "PairIndex",
            "TranslationTable", "align_corpus", "align_direction", "alignment_error_rate",
@@ -103,7 +103,7 @@ def align_corpus(src: TokenArray, tgt: TokenArray, ibm1_iterations: int = 5, hmm
 
     ``jobs >= 2`` trains the two directions in two processes, with the same result as
     ``jobs=1``; starting them costs about a second, so it only pays when one direction
-    takes several seconds on an otherwise idle machine. ``progress`` shows a tqdm bar
+    takes several seconds on an otherwise idle machine. ``progress`` shows a progress bar
     over the EM iterations. The HMM parameters are those of :func:`train_hmm`.
     """
     tgt, src = check_pair("tgt", tgt, "src", src)
@@ -117,13 +117,15 @@ def align_corpus(src: TokenArray, tgt: TokenArray, ibm1_iterations: int = 5, hmm
     per_direction = ibm1_iterations + hmm_iterations
     bar = None
     if progress:
-        from tqdm import tqdm
-        bar = tqdm(total=2 * per_direction + 1, desc="align", unit="step")
+        from minismt.progress import bar as progress_bar
+        # the first EM iteration includes compiling (or loading) the numba kernels: the rate starts after it
+        bar = progress_bar(total=2 * per_direction + 1, desc="align", unit="step", warmup=True)
     settings = dict(ibm1_iterations=ibm1_iterations, hmm_iterations=hmm_iterations, p0=p0,
                     max_jump=max_jump, smoothing=smoothing)
     try:
         if jobs > 1:
-            with ProcessPoolExecutor(max_workers=2, mp_context=multiprocessing.get_context("spawn")) as pool:
+            pool = process_pool(2, multiprocessing.get_context("spawn"))
+            try:
                 futures = [pool.submit(align_direction, tgt, src, **settings),
                            pool.submit(align_direction, src, tgt, **settings)]
                 results = []
@@ -131,6 +133,8 @@ def align_corpus(src: TokenArray, tgt: TokenArray, ibm1_iterations: int = 5, hmm
                     results.append(future.result())
                     if bar is not None:
                         bar.update(per_direction)
+            finally:
+                stop_pool(pool)  # at once, also after Ctrl-C (the workers ignore SIGINT)
             forward, reverse = results
         else:
             def callback(name, iteration, loglik):

@@ -27,7 +27,6 @@ import time
 from dataclasses import dataclass, field
 
 import numpy as np
-from tqdm import tqdm
 
 from minismt.corpus import Alignment, TokenArray, Vocabulary
 from minismt.errors import InputError
@@ -37,6 +36,7 @@ from minismt.extract.phrases import (byte_order_ids, byte_order_ranks, check_wor
                                      gather_ranges, unique_spans)
 from minismt.extract.reordering import msd_probabilities
 from minismt.extract.table import PhraseTable, limit_rows, take_ranges
+from minismt.progress import bar as progress_bar
 
 DEFAULT_MAX_LENGTH = 7       # train-model.perl -max-phrase-length
 DEFAULT_TABLE_LIMIT = 20     # Moses' table-limit
@@ -171,7 +171,8 @@ def extract_phrase_pairs(src: TokenArray, tgt: TokenArray, alignment: Alignment,
                      np.ascontiguousarray(tgt.offsets, dtype=np.int64), len(src_vocab),
                      len(tgt_vocab))
     timings: dict[str, float] = {}
-    with tqdm(total=len(STAGES), desc="phrase table", unit="step", disable=not progress) as bar:
+    # stages of unrelated lengths: no rate and no remaining time
+    with progress_bar(total=len(STAGES), desc="phrase table", unit="step", enabled=progress, eta=False) as bar:
         start = time.perf_counter()
 
         def stage_done(name: str) -> None:

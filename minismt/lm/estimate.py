@@ -64,12 +64,12 @@ from dataclasses import dataclass
 from typing import Iterable
 
 import numpy as np
-from tqdm import tqdm
 
 from minismt.corpus import TokenArray, Vocabulary
 from minismt.errors import InputError
 from minismt.io import iter_lines
 from minismt.lm.arpa import BOS, BOS_ID, EOS, EOS_ID, MAX_ORDER, UNK, ArpaModel
+from minismt.progress import bar as progress_bar
 
 MIN_ORDER = 2
 LMPLZ_DISCOUNT_FALLBACK = (0.5, 1.0, 1.5)  # lmplz --discount_fallback defaults
@@ -367,7 +367,8 @@ def estimate_kn(corpus, order: int = 4, discount_fallback=None, progress: bool =
     """
     order = _check_order(order)
     fallback = _check_fallback(discount_fallback)
-    with tqdm(total=6, desc="estimate_kn", disable=not progress) as bar:
+    # steps of unrelated lengths: no rate and no remaining time
+    with progress_bar(total=6, desc="estimate_kn", unit="step", enabled=progress, eta=False) as bar:
         if isinstance(corpus, TokenArray):
             lm_vocab, ids, lengths = _encode_token_array(corpus, vocab)
         elif isinstance(corpus, (str, os.PathLike)):

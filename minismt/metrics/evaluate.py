@@ -11,18 +11,22 @@ from minismt.io import read_lines
 
 
 def evaluate(hypotheses: Sequence[str], reference_sets: Sequence[Sequence[str]],
-             lowercase: bool = False, tokenize: str | None = None) -> dict:
+             lowercase: bool = False, tokenize: str | None = None, force: bool | None = None) -> dict:
     """BLEU, chrF and TER with sacrebleu's defaults (0..100), their signatures and BLEU's details.
 
     ``reference_sets`` holds one list of lines per reference file. ``lowercase``
     makes BLEU and chrF case-insensitive (sacrebleu's TER already is);
     ``tokenize`` overrides BLEU's tokenizer (default ``13a``; ``none`` for
-    pre-tokenised text, as tuning uses).
+    pre-tokenised text, as tuning uses). ``force`` says the text is tokenised on
+    purpose (sacrebleu's ``force``: no warning that 100 lines end in a tokenised
+    period; the scores are the same); by default it is on with ``tokenize="none"``,
+    off otherwise, where the warning may point at text that was meant to be raw.
     """
     if not hypotheses:
         raise InputError("no hypotheses to score", expected="at least one line")
     try:
-        bleu = sacrebleu.BLEU(lowercase=lowercase, **({"tokenize": tokenize} if tokenize else {}))
+        bleu = sacrebleu.BLEU(lowercase=lowercase, force=tokenize == "none" if force is None else force,
+                              **({"tokenize": tokenize} if tokenize else {}))
     except (KeyError, ValueError):
         known = ", ".join(getattr(sacrebleu.BLEU, "TOKENIZERS", ["13a", "none", "intl", "char", "zh"]))
         raise InputError(f"unknown BLEU tokenizer {tokenize!r}", expected=f"one of {known}") from None
