@@ -21,6 +21,7 @@ from minismt.errors import InputError
 from minismt.features import FeatureSpace
 from minismt.hypergraph import (Hypergraph, HypergraphBuilder, dumps_cdec_json, loads_cdec_json, read_cdec_json,
                                 to_dot, to_networkx, write_cdec_json)
+from minismt.hypergraph.draw import draw_layered, layered_layout, node_layers
 from minismt.kbest import KBestBuilder
 from minismt.metrics import BleuReferences
 from plugins.cdec.kbest import iter_kbest
@@ -345,6 +346,66 @@ def test_networkx_and_dot_export():
     assert 'e4 [shape=box, label="[1] B [2]"];' in dot
     assert "n1 -> e4 [label=\"1\"];" in dot and "n3 -> e4 [label=\"2\"];" in dot and "e4 -> n4;" in dot
     assert dot.count(" -> ") == graph.number_of_edges()
+
+
+def crossing_lattice() -> Hypergraph:
+    """start -> a, b; a -> d, b -> c; c, d -> goal: in node order the arcs a -> d and b -> c cross."""
+    b = HypergraphBuilder(FeatureSpace(["f1"]))
+    for _ in range(6):
+        b.add_node()
+    b.add_edge(0, (), {}, [])
+    for head, tail, word in ((1, 0, "a"), (2, 0, "b"), (3, 2, "c"), (4, 1, "d"), (5, 3, "x"), (5, 4, "y")):
+        b.add_edge(head, (tail,), {"f1": -1.0}, [0, word])
+    return b.build()
+
+
+def test_layered_layout_rows_columns_and_routes():
+    hg = small_forest()
+    assert node_layers(hg).tolist() == [0, 1, 0, 1, 2, 3]
+    layout = layered_layout(hg)
+    assert layout.nodes[:, 1].tolist() == [0, 1, 0, 1, 2, 3] and layout.crossings == 0
+    assert [(t, h) for t, h, _ in layout.arcs] == [(0, 1), (2, 3), (1, 4), (3, 4), (1, 4), (3, 4), (4, 5), (4, 5)]
+    skipping = layered_layout(hg, [0, 1, 0, 1, 2, 4])  # the goal's edges skip layer 3: a virtual point each
+    for (tail, head, _), route in zip(skipping.arcs, skipping.routes):
+        assert route[0].tolist() == skipping.nodes[tail].tolist() and route[-1].tolist() == skipping.nodes[head].tolist()
+        assert np.all(np.diff(route[:, 1]) == 1)  # one point per layer
+    assert [len(r) for r in skipping.routes] == [2, 2, 2, 2, 2, 2, 3, 3]
+    with pytest.raises(InputError, match="does not grow"):
+        layered_layout(hg, [0] * hg.n_nodes)
+
+    lattice = crossing_lattice()
+    layout = layered_layout(lattice)
+    assert layout.crossings == 0
+    x = layout.nodes[:, 0]
+    assert (x[1] < x[2]) == (x[4] < x[3])  # a's child on a's side
+    highlighted = layered_layout(lattice, highlight=[2, 3, 5])  # start -> b -> c -> goal in the first column
+    x = highlighted.nodes[:, 0]
+    assert x[2] < x[1] and x[3] < x[4] and highlighted.crossings == 0
+    assert x[0] == x[2] == x[3] == x[5]
+
+
+def test_draw_layered_labels_nodes_and_edges():
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.colors import to_rgba
+    from matplotlib.figure import Figure
+    from matplotlib.patches import FancyArrowPatch
+    lattice = crossing_lattice()
+    figure = Figure(figsize=(3.3, 3.0), dpi=100)
+    FigureCanvasAgg(figure)
+    ax = figure.add_axes((0, 0, 1, 1))
+    labels = ["s", "A", "B", "C", "D", "goal"]
+    words = [lattice.edge_target(e).replace("[1]", "").strip() for e in range(lattice.n_edges)]
+    best = lattice.viterbi({"f1": 1.0})
+    layout = draw_layered(lattice, ax, labels, edge_labels=words, highlight=best.edges)
+    texts = [t.get_text() for t in ax.texts]
+    assert set(labels) <= set(texts) and {"a", "b", "c", "d", "x", "y"} <= set(texts)
+    arrows = [p for p in ax.patches if isinstance(p, FancyArrowPatch)]
+    assert len(arrows) == len(layout.arcs) == 6  # the axiom has no tail: no arrow
+    red = [p for p in arrows if p.get_edgecolor() == to_rgba("tab:red")]
+    assert len(red) == len(best.edges) - 1 == 3
+    boxes = [t.get_window_extent() for t in ax.texts]
+    overlaps = [(i, j) for i in range(len(boxes)) for j in range(i) if boxes[i].overlaps(boxes[j])]
+    assert not overlaps, [(texts[i], texts[j]) for i, j in overlaps]
 
 
 # ---- cdec fixtures -------------------------------------------------------------------------

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import signal
@@ -15,6 +16,7 @@ import pytest
 
 from minismt.errors import InputError
 from minismt.pipeline.config import check_config, dump_toml, load_config
+from minismt.pipeline.report import bleu_by_tuner_figure, error_surface_figure, markdown, summary_rows
 from minismt.pipeline.run import Pipeline, tune_one
 from minismt.pipeline.significance import paired_bootstrap
 
@@ -246,6 +248,159 @@ def test_tiny_pipeline_writes_the_report(tiny):
     assert any("corpus: running" in line for line in lines)
     assert any("tune mert seed 1: running" in line for line in lines)
     assert any("precompile: kernels compiled and cached" in line for line in lines)
+
+
+# ---- the report: tables and figures agree with each other -----------------------------------------------
+def md_table(text: str, heading: str) -> list[list[str]]:
+    """The rows (header first) of the table under ``## heading`` of a report.md."""
+    section = text.split(f"\n## {heading}\n", 1)[1].split("\n## ", 1)[0]
+    return [[cell.strip() for cell in line.strip("|").split("|")] for line in section.splitlines()
+            if line.startswith("|") and not line.startswith("|---")]
+
+
+def one_seed(report: dict) -> dict:
+    """``report`` as if tune.seeds had been [0]: each tuner keeps its seed-0 run."""
+    out = copy.deepcopy(report)
+    out["config"]["tune"]["seeds"] = [0]
+    for info in out["tuners"].values():
+        info["runs"] = [r for r in info["runs"] if r["seed"] == 0]
+        bleu = info["runs"][0]["test"]["bleu"]
+        info["summary"]["test_bleu"] = {"mean": bleu, "std": 0.0, "min": bleu, "max": bleu, "n": 1}
+    return out
+
+
+def title_of(ax) -> str:
+    return " ".join(ax.get_title().split())
+
+
+def test_report_tables_agree_on_runs_and_tuning_times(tiny):
+    _, _, report, _ = tiny
+    text = markdown(report)
+    tuners = {row[0]: row for row in md_table(text, "Tuners")[1:]}
+    runs = md_table(text, "Runs")[1:]
+    timings = {row[0]: row for row in md_table(text, "Timings")[1:]}
+    assert tuners["mert"][1] == "2" and tuners["apro"][1] == "1 (x2)"  # one run stands for both seeds
+    for name, info in report["tuners"].items():
+        for run in info["runs"]:
+            label = next(s["label"] for s in report["steps"] if s["step"] == "tune" and s["key"] == run["key"])
+            row = next(r for r in runs if r[:2] == [name, str(run["seed"])])
+            assert row[-1] == timings[label][3], (name, run["seed"])  # the step's "seconds when it ran"
+    apro = next(s["label"] for s in report["steps"] if s["label"].startswith("tune apro"))
+    assert tuners["apro"][-1] == timings[apro][3]
+    single = one_seed(report)
+    rows = summary_rows(single)
+    assert [row[1] for row in rows[2:]] == ["1", "1"]  # not "1 (x1)"
+    assert "(x" not in markdown(single) and "one run per tuner" in markdown(single)
+
+
+def test_each_test_step_is_timed_on_its_own(tiny, tmp_path, monkeypatch):
+    """The untuned system takes a second longer to decode: only its step's time shows it."""
+    import minismt.parallel
+    folder, _, _, _ = tiny
+    text = TINY.replace('work_dir = "work"', f'work_dir = "{folder / "work"}"').replace(
+        "bootstrap_samples = 200", "bootstrap_samples = 200\nstack = 7")  # new test steps, the rest cached
+    pipeline = Pipeline(load_config(write_config(tmp_path, text)), progress=False, echo=False)
+    corpus = pipeline.corpus()
+    model = pipeline.train(corpus)
+    specs = pipeline.tune(corpus, model)
+    decode = minismt.parallel.decode_requests
+    calls = []
+
+    def slow_first(requests, *args, **kwargs):
+        calls.append(len(requests))
+        if len(calls) == 1:
+            time.sleep(1.0)
+        return decode(requests, *args, **kwargs)
+
+    monkeypatch.setattr(minismt.parallel, "decode_requests", slow_first)
+    outcomes = pipeline.test(corpus, model, specs)
+    assert calls == [1, 1, 1, 1]  # untuned, mert seed 0, mert seed 1, apro
+    untuned, others = outcomes["untuned"], [o for name, o in outcomes.items() if name != "untuned"]
+    assert not untuned.cached and untuned.seconds >= 1.0
+    assert all(o.seconds < untuned.seconds - 0.5 for o in others)
+    for outcome in outcomes.values():
+        record = json.loads((Path(outcome.folder) / "step.json").read_text())
+        assert record["seconds"] == pytest.approx(outcome.seconds, abs=1e-3)
+        assert 0 < record["result"]["decode_seconds"] <= record["seconds"]
+
+
+def test_error_surface_heading_names_the_tuner_shown(tiny):
+    _, _, report, _ = tiny
+    text = markdown(report)
+    assert "### Error surface along LM0_0 of mert's final k-best list (seed 0)" in text
+    assert "MERT error surface" not in text
+    without_mert = {**report, "tuners": {"apro": report["tuners"]["apro"]}}
+    figure, info = error_surface_figure(without_mert, "LM0_0")
+    assert info["tuner"] == "apro" and info["title"] == "Error surface along LM0_0 of apro's final k-best list (seed 0)"
+    assert title_of(figure.axes[0]) == info["title"] and "MERT was not run" in info["note"]
+    text = markdown({**without_mert, "figures": {"error_surface": {"file": "error_surface.png", **info}}})
+    headings = [line for line in text.splitlines() if line.startswith("### ")]
+    assert headings == [f"### {info['title']}"]
+    assert figure.axes[0].get_xlabel() == "weight of LM0_0 (the others fixed)"
+
+
+def test_test_bleu_figure_shows_the_differences_between_tuners(tiny):
+    _, _, report, _ = tiny
+    figure, info = bleu_by_tuner_figure(report)
+    ax = figure.axes[0]
+    assert ax.get_xlabel() == "tuner" and ax.get_ylabel() == "test BLEU (%)"
+    assert title_of(ax) == info["title"] == report["figures"]["test_bleu"]["title"]
+    assert f"### {info['title']}\n" in markdown(report)  # the same words in report.md
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert "mean ± sd" in legend and "mean ± sd" in info["title"]  # mert has two runs
+    bleu = [r["test"]["bleu"] for t in report["tuners"].values() for r in t["runs"]]
+    mert = report["tuners"]["mert"]["summary"]["test_bleu"]
+    low, high = ax.get_ylim()
+    shown = bleu + [mert["mean"] - mert["std"], mert["mean"] + mert["std"]]
+    assert low < min(shown) and max(shown) < high
+    assert high - low <= 1.3 * (max(shown) - min(shown)) + 1.0 + 1e-9  # the tuners' range, not the untuned's
+    untuned = report["baseline"]["test"]["bleu"]
+    if low <= untuned <= high:
+        assert f"untuned ({untuned:.2f})" in legend
+    else:
+        assert any(t.get_text().startswith(f"untuned: {untuned:.2f}") for t in ax.texts)
+
+    single = one_seed(report)
+    figure, info = bleu_by_tuner_figure(single)
+    ax = figure.axes[0]
+    assert info["title"] == "Test BLEU per tuner (one run each, seed 0)" == title_of(ax)
+    legend = ax.get_legend()
+    assert legend is None or "mean ± sd" not in [t.get_text() for t in legend.get_texts()]
+    assert ax.get_xlabel() == "tuner" and not ax.containers  # no error bars
+
+
+def test_search_graph_figure_is_layered_and_labelled(tiny):
+    from minismt.decode import Decoder
+    from minismt.io import read_lines
+    from minismt.pipeline.report import FILLED, search_graph_figure
+    folder, _, report, _ = tiny
+    png = (folder / "report" / "hypergraph.png").read_bytes()
+    assert int.from_bytes(png[16:20], "big") == 990  # 3.3 inches at 300 dpi
+    drawn = report["figures"]["hypergraph"]
+    assert f"### {drawn['title']}\n" in markdown(report) and drawn["drawn_edges"] <= 16
+    train = next(s for s in report["steps"] if s["step"] == "train")
+    corpus = next(s for s in report["steps"] if s["step"] == "corpus")
+    source = read_lines(Path(corpus["folder"]) / "test.src")[drawn["sentence_index"]]
+    run = report["tuners"]["mert"]["runs"][0]
+    decoder = Decoder(str(Path(train["folder"]) / "model"), weights=run["weights"], stack_size=10)
+    result = decoder.decode(source)
+    figure, info = search_graph_figure(result, decoder.full_weights(), "mert")
+    assert figure.get_size_inches()[0] == pytest.approx(3.3)
+    legend = [t.get_text() for t in figure.legends[0].get_texts()]
+    assert legend[0] == f"best derivation: {info['best_derivation']}" and FILLED in legend[2]
+    ax = figure.axes[0]
+    n = len(result.source)
+    nodes = [t for t in ax.texts if t.get_text() == "goal" or set(t.get_text()) <= {"■", "□"}]
+    assert len(nodes) == info["drawn_nodes"]
+    for node in nodes:  # the layer (y) of a state is the number of source words it has translated
+        text = node.get_text()
+        assert node.get_position()[1] == (n + 1 if text == "goal" else text.count(FILLED))
+        assert text == "goal" or len(text) == n
+    red = [p for p in ax.patches if p.get_edgecolor()[:3] == pytest.approx((0.839, 0.153, 0.157), abs=1e-3)]
+    marked = [t for t in nodes if t.get_bbox_patch().get_edgecolor()[:3] == pytest.approx(
+        (0.839, 0.153, 0.157), abs=1e-3)]
+    assert len(red) == len(marked) - 1 >= 2  # the best derivation: a path from the empty coverage to the goal
+    assert {t.get_text() for t in marked} >= {"□" * n, "goal"}
 
 
 def test_precompile_runs_every_kind_of_tuner_on_the_toy_model(tmp_path):

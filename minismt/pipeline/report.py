@@ -1,29 +1,35 @@
 """The pipeline's report: report.json (every number), report.md (tables) and PNG figures.
 
 Figures are drawn with matplotlib's object API on the Agg canvas (no display, no
-global backend change):
+global backend change), one column of a two-column paper wide (3.3 inches, 300 dpi);
+each figure's title is also its heading in report.md:
 
 - ``dev_bleu.png``: dev BLEU of the weights decoded at each iteration, mean over
   seeds per tuner with the min-max band (the papers' convergence figures);
-- ``test_bleu.png``: test BLEU of every run (points) with mean and standard deviation
-  over seeds per tuner, the untuned system as a dashed line;
-- ``error_surface.png``: MERT's error surface: corpus BLEU of the model-best
-  hypotheses of the final accumulated k-best list along ``w + x d`` for the
-  coordinate direction ``d`` of one feature, on a fine grid of ``x``
-  (:meth:`minismt.kbest.KBest.bleu` at every point) - piecewise constant, as the
+- ``test_bleu.png``: test BLEU of every run (points), with mean and standard deviation
+  where a tuner has several runs; the y range is the tuners', the untuned system a
+  dashed line within it or a note when it lies outside;
+- ``error_surface.png``: corpus BLEU of the model-best hypotheses of the final
+  accumulated k-best list of MERT's run (else the first run that kept one) along
+  ``w + x d`` for the coordinate direction ``d`` of one feature, on a fine grid of
+  ``x`` (:meth:`minismt.kbest.KBest.bleu` at every point) - piecewise constant, as the
   line search of Och (2003) sees it;
 - ``hypergraph.png``: the search graph of one short test sentence under the tuned
-  weights, pruned to its best paths (max-marginal pruning), drawn bottom-up from
-  the axiom to the goal with the Viterbi derivation in red.
+  weights, pruned to its best paths (max-marginal pruning), in layers by the number
+  of source words translated, each state labelled with its coverage, the best
+  derivation in red (:func:`minismt.hypergraph.draw.draw_layered`).
 
 BLEU is in percent (0-100) everywhere in the report.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import platform
+import re
+import textwrap
 import time
 
 import numpy as np
@@ -32,9 +38,14 @@ from minismt import __version__
 from minismt.errors import InputError
 from minismt.io import atomic_write, read_lines
 
-MAX_DRAWN_EDGES = 30
+MAX_DRAWN_EDGES = 16
 SURFACE_POINTS = 1001
 UNTUNED = "untuned"
+COLUMN_WIDTH = 3.3  # inches: one column of a two-column paper (about 8 cm)
+DPI = 300
+STYLE = {"font.size": 7, "axes.titlesize": 7.5, "axes.labelsize": 7, "xtick.labelsize": 6.5,
+         "ytick.labelsize": 6.5, "legend.fontsize": 6.5, "figure.titlesize": 7.5}
+FILLED, EMPTY = "■", "□"
 
 
 def _stats(values) -> dict:
@@ -66,7 +77,7 @@ def _runs_of(tuner: str, specs, tests) -> list[dict]:
                             "dev_bleu": 100 * r["dev_bleu"], "tuned_bleu": 100 * r["tuned_bleu"]}
                            for r in tuned["history"]],
             "best_dev_bleu": 100 * tuned["best_dev_bleu"] if tuned["best_dev_bleu"] is not None else None,
-            "tune_seconds": tuned["tune_seconds"], "wall_seconds": tuned.get("wall_seconds"),
+            "tune_seconds": spec["outcome"].ran_seconds, "iteration_seconds": tuned["tune_seconds"],
             "weights": tuned["weights"],
             "test": _test_numbers(tested),
             "test_hyp": os.path.join(tests[spec["key"]].folder, tested["hyp"]),
@@ -152,11 +163,10 @@ def write_report(pipeline, corpus, model, specs, tests, began: float) -> dict:
     }
     if config.output["figures"]:
         report["figures"] = draw_figures(report, pipeline, specs, model, corpus, out)
+    distinct_steps = {(o.step, o.key): o for o in pipeline.steps}.values()  # two systems can share a test
     report["timings"] = {
-        "corpus_seconds": sum(o.seconds for o in pipeline.steps if o.step == "corpus"),
-        "train_seconds": sum(o.seconds for o in pipeline.steps if o.step == "train"),
-        "tune_seconds": sum(o.seconds for o in pipeline.steps if o.step == "tune"),
-        "test_seconds": sum(o.seconds for o in pipeline.steps if o.step == "test"),
+        **{f"{step}_seconds": round(sum(o.seconds for o in distinct_steps if o.step == step), 3)
+           for step in ("corpus", "train", "tune", "test")},
         "report_seconds": round(time.perf_counter() - report_began, 3),
         "total_seconds": round(time.perf_counter() - began, 3),
         "note": "seconds spent in this invocation; cached steps count 0",
@@ -186,6 +196,18 @@ def _p_value(report: dict, a: str, b: str, metric: str = "BLEU") -> float | None
     return None
 
 
+def _runs_cell(info: dict) -> str:
+    """How many runs a tuner had: ``1 (xN)`` when one run without randomness stands for N seeds."""
+    if not info["seeded"] and len(info["runs"]) > 1:
+        return f"1 (x{len(info['runs'])})"
+    return str(len({r["key"] for r in info["runs"]}))
+
+
+def _several_runs(report: dict) -> bool:
+    """Does some tuner have more than one distinct run (so that there are means and deviations)?"""
+    return any(len({r["key"] for r in info["runs"]}) > 1 for info in report["tuners"].values())
+
+
 def summary_rows(report: dict) -> list[list[str]]:
     """The tuners x BLEU table (header first): the demo prints it, report.md holds it."""
     names = list(report["tuners"])
@@ -201,8 +223,7 @@ def summary_rows(report: dict) -> list[list[str]]:
                      f"{base['test']['ter']:.2f}", "-" if p is None else f"{p:.3f}", "-"])
     for name, info in report["tuners"].items():
         s = info["summary"]
-        n_runs = len({r["key"] for r in info["runs"]})
-        runs = f"{n_runs}" if info["seeded"] else f"1 (x{len(info['runs'])})"
+        runs = _runs_cell(info)
         p = None if name == first else _p_value(report, name, first)
         spread = (f"{s['test_bleu']['min']:.2f}-{s['test_bleu']['max']:.2f}" if s["test_bleu"]["n"] > 1 else "")
         rows.append([name, runs, _pm(s["best_dev_bleu"]), _pm(s["test_bleu"]), spread, _pm(s["test_chrf"]),
@@ -238,12 +259,16 @@ def markdown(report: dict) -> str:
                  f"{pairs.get('test')} test pairs. Tuning: {config['tune']['iterations']} iterations at most, "
                  f"{config['tune']['kbest']}-best lists, stack {config['tune']['stack']}, seeds "
                  f"{config['tune']['seeds']}. Test: stack {config['test']['stack']}. BLEU in percent; dev BLEU "
-                 f"is the best iteration's; test numbers are mean ± standard deviation over seeds. "
-                 f"Created {report['created']} by minismt {report['minismt']}.")
-    parts += ["", "## Tuners", "", _md_table(summary_rows(report)), ""]
-    parts.append("A tuner without randomness runs once and stands for every seed (runs `1 (xN)`). "
-                 "p: paired bootstrap on test BLEU against the first tuner, between the runs with the "
-                 "best dev BLEU.")
+                 f"is the best iteration's; "
+                 + ("test numbers are mean ± standard deviation over seeds. " if _several_runs(report)
+                    else "one run per tuner. ")
+                 + f"Created {report['created']} by minismt {report['minismt']}.")
+    rows = summary_rows(report)
+    parts += ["", "## Tuners", "", _md_table(rows), ""]
+    if any("(x" in row[1] for row in rows[1:]):
+        parts.append("A tuner without randomness runs once and stands for every seed (runs `1 (xN)`).")
+    parts.append("p: paired bootstrap on test BLEU against the first tuner, between the runs with the best dev "
+                 "BLEU. tune s: seconds the tuning run took (its step in the Timings table).")
     parts += ["", "## Runs", ""]
     rows = [["tuner", "seed", "iterations", "best dev BLEU", "test BLEU", "chrF2", "TER", "tune s"]]
     for name, info in report["tuners"].items():
@@ -278,20 +303,18 @@ def markdown(report: dict) -> str:
     figures = report.get("figures") or {}
     if figures:
         parts += ["## Figures", ""]
-        captions = {"dev_bleu": "Dev BLEU per iteration (mean over seeds, band: min-max)",
-                    "test_bleu": "Test BLEU per tuner (points: seeds; bar: mean ± sd)",
-                    "error_surface": "MERT error surface along one weight",
-                    "hypergraph": "Search graph of a short test sentence"}
         for name, info in figures.items():
             if info.get("file"):
-                parts += [f"### {captions.get(name, name)}", "", f"![{name}]({info['file']})", ""]
+                parts += [f"### {info.get('title', name)}", "", f"![{name}]({info['file']})", ""]
                 if info.get("note"):
                     parts += [info["note"], ""]
     timings = report.get("timings") or {}
     parts += ["## Timings", "", f"This invocation: {timings.get('total_seconds', 0):.1f} s (corpus "
               f"{timings.get('corpus_seconds', 0):.1f}, train {timings.get('train_seconds', 0):.1f}, tune "
               f"{timings.get('tune_seconds', 0):.1f}, test {timings.get('test_seconds', 0):.1f}, report "
-              f"{timings.get('report_seconds', 0):.1f}); cached steps count 0.", ""]
+              f"{timings.get('report_seconds', 0):.1f}); cached steps count 0."
+              + (f" The tune figure adds up the tuning runs' own times; up to {config['tune']['parallel']} ran "
+                 f"at a time, so it can exceed the total." if config["tune"]["parallel"] > 1 else ""), ""]
     rows = [["step", "cached", "seconds now", "seconds when it ran", "key"]]
     for step in report["steps"]:
         ran = step.get("ran_seconds")
@@ -302,23 +325,44 @@ def markdown(report: dict) -> str:
 
 
 # ---- figures ---------------------------------------------------------------------------------------
-def _figure(width: float = 7.0, height: float = 4.5):
+def _styled(build):
+    """Build a figure under :data:`STYLE` (font sizes for a figure one column wide)."""
+    @functools.wraps(build)
+    def wrapper(*args, **kwargs):
+        import matplotlib
+        with matplotlib.rc_context(STYLE):
+            return build(*args, **kwargs)
+    return wrapper
+
+
+def _figure(height: float, layout: str | None = "constrained"):
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
-    figure = Figure(figsize=(width, height), dpi=110)
+    figure = Figure(figsize=(COLUMN_WIDTH, height), dpi=DPI, layout=layout)
     FigureCanvasAgg(figure)
     return figure
 
 
+def _title(ax, title: str) -> None:
+    """The title, wrapped to the figure's width (report.md's heading has the same words)."""
+    ax.set_title(textwrap.fill(title, 46))
+
+
 def draw_figures(report: dict, pipeline, specs, model, corpus, out: str) -> dict:
     """Every figure; a figure that cannot be drawn is logged and left out, the others still are."""
+    output = pipeline.config.output
+    builders = {"dev_bleu": lambda: dev_bleu_figure(report),
+                "test_bleu": lambda: bleu_by_tuner_figure(report),
+                "error_surface": lambda: error_surface_figure(report, output["surface_feature"]),
+                "hypergraph": lambda: _hypergraph(report, pipeline, model, corpus)}
     figures = {}
-    for name, draw in (("dev_bleu", _draw_convergence), ("test_bleu", _draw_test),
-                       ("error_surface", _draw_error_surface), ("hypergraph", _draw_hypergraph)):
-        if name == "hypergraph" and not pipeline.config.output["hypergraph"]:
+    for name, build in builders.items():
+        if name == "hypergraph" and not output["hypergraph"]:
             continue
         try:
-            info = draw(report, pipeline, specs, model, corpus, os.path.join(out, f"{name}.png"))
+            figure, info = build()
+            figure.savefig(os.path.join(out, f"{name}.png"))
+            info = {"file": f"{name}.png", **info}
         except Exception as err:  # a figure must not lose the report; say why it is missing
             pipeline.log(f"report: figure {name} not drawn ({type(err).__name__}: {err})")
             info = {"file": None, "error": f"{type(err).__name__}: {err}"}
@@ -332,12 +376,17 @@ def _colors(n: int):
     return [cmap(i % 10) for i in range(n)]
 
 
-def _draw_convergence(report, pipeline, specs, model, corpus, path) -> dict:
-    figure = _figure()
+@_styled
+def dev_bleu_figure(report: dict):
+    """Dev BLEU per iteration, mean over each tuner's runs with the min-max band: (Figure, info)."""
+    from matplotlib.ticker import MaxNLocator
+    several = _several_runs(report)
+    title = "Dev BLEU per iteration" + (" (mean over seeds, band: min-max)" if several else "")
+    figure = _figure(2.6)
     ax = figure.subplots()
     data = {}
     for color, (name, info) in zip(_colors(len(report["tuners"])), report["tuners"].items()):
-        unique = {r["key"]: r for r in info["runs"]}.values()
+        unique = list({r["key"]: r for r in info["runs"]}.values())
         longest = max(len(r["iterations"]) for r in unique)
         mean, low, high = [], [], []
         for i in range(longest):
@@ -346,45 +395,72 @@ def _draw_convergence(report, pipeline, specs, model, corpus, path) -> dict:
             low.append(min(values))
             high.append(max(values))
         x = np.arange(longest)
-        ax.plot(x, mean, marker="o", color=color, label=f"{name} ({len(unique)} run{'s' * (len(unique) > 1)})")
+        label = f"{name} ({len(unique)} runs)" if len(unique) > 1 else name
+        ax.plot(x, mean, marker="o", markersize=3, lw=1.0, color=color, label=label)
         if len(unique) > 1:
             ax.fill_between(x, low, high, color=color, alpha=0.15, linewidth=0)
         data[name] = {"mean": mean, "min": low, "max": high}
-    from matplotlib.ticker import MaxNLocator
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("iteration (weights decoded; 0 = untuned)")
     ax.set_ylabel("dev BLEU (%)")
-    ax.set_title("Dev BLEU per iteration (mean over seeds, band: min-max)")
+    _title(ax, title)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    figure.tight_layout()
-    figure.savefig(path)
-    return {"file": os.path.basename(path), "series": data}
+    ax.legend()
+    return figure, {"title": title, "series": data}
 
 
-def _draw_test(report, pipeline, specs, model, corpus, path) -> dict:
-    figure = _figure()
-    ax = figure.subplots()
+@_styled
+def bleu_by_tuner_figure(report: dict):
+    """Test BLEU of every tuner's runs (and their mean ± sd when a tuner has several): (Figure, info).
+
+    The y range is the tuners' (where their differences show); the untuned system is a dashed line
+    if it falls in that range, else a note in the corner."""
     names = list(report["tuners"])
+    several = _several_runs(report)
+    seeds = report["config"]["tune"]["seeds"]
+    title = ("Test BLEU per tuner (points: runs, one per seed; bar: mean ± sd)" if several
+             else f"Test BLEU per tuner (one run each, seed {seeds[0]})" if len(seeds) == 1
+             else "Test BLEU per tuner (one run each)")
+    figure = _figure(2.4)
+    ax = figure.subplots()
     rng = np.random.default_rng(0)
+    shown, labelled = [], False
     for k, (color, name) in enumerate(zip(_colors(len(names)), names)):
-        info = report["tuners"][name]
-        values = [r["test"]["bleu"] for r in {r["key"]: r for r in info["runs"]}.values()]
-        s = info["summary"]["test_bleu"]
-        ax.errorbar([k], [s["mean"]], yerr=[s["std"] or 0.0], fmt="s", color=color, capsize=6, markersize=8)
-        ax.scatter(k + rng.uniform(-0.12, 0.12, len(values)), values, color=color, alpha=0.6, s=18)
+        values = [r["test"]["bleu"] for r in {r["key"]: r for r in report["tuners"][name]["runs"]}.values()]
+        s = report["tuners"][name]["summary"]["test_bleu"]
+        spread = 0.08 if len(values) > 1 else 0.0
+        ax.scatter(k + rng.uniform(-spread, spread, len(values)), values, color=color, s=14, zorder=3,
+                   alpha=0.8 if several else 1.0, label="run (one per seed)" if several and k == 0 else None)
+        if len(values) > 1:
+            ax.errorbar([k + 0.25], [s["mean"]], yerr=[s["std"]], fmt="_", color="black", markersize=8,
+                        capsize=3, lw=0.9, zorder=3, label=None if labelled else "mean ± sd")
+            labelled = True
+        ax.annotate(f"{s['mean']:.2f}", (k + (0.3 if len(values) > 1 else 0.1), s["mean"]), fontsize=6,
+                    va="center", ha="left", xytext=(4 if len(values) > 1 else 0, 0), textcoords="offset points")
+        shown += values + ([s["mean"] - s["std"], s["mean"] + s["std"]] if len(values) > 1 else [])
+    low, high = min(shown), max(shown)
+    pad = max(0.15 * (high - low), 0.5)
+    ax.set_ylim(low - pad, high + pad)
     base = report.get("baseline")
+    untuned = None
     if base is not None:
-        ax.axhline(base["test"]["bleu"], color="grey", linestyle="--", label=f"untuned {base['test']['bleu']:.2f}")
-        ax.legend(fontsize=8)
+        untuned = base["test"]["bleu"]
+        if low - pad <= untuned <= high + pad:
+            ax.axhline(untuned, color="grey", linestyle="--", lw=0.9, label=f"untuned ({untuned:.2f})")
+        else:
+            where = "below" if untuned < low else "above"
+            ax.text(0.98, 0.03 if where == "below" else 0.97, f"untuned: {untuned:.2f} ({where} this range)",
+                    transform=ax.transAxes, ha="right", va="bottom" if where == "below" else "top",
+                    fontsize=6.5, color="dimgrey", style="italic")
     ax.set_xticks(range(len(names)), names)
-    ax.set_xlim(-0.6, len(names) - 0.4)
+    ax.set_xlim(-0.5, len(names) - 0.3)
+    ax.set_xlabel("tuner")
     ax.set_ylabel("test BLEU (%)")
-    ax.set_title("Test BLEU per tuner (points: seeds; square: mean ± sd)")
+    _title(ax, title)
     ax.grid(axis="y", alpha=0.3)
-    figure.tight_layout()
-    figure.savefig(path)
-    return {"file": os.path.basename(path)}
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(loc="best")
+    return figure, {"title": title, "untuned": untuned, "ylim": list(ax.get_ylim())}
 
 
 def error_surface(run_dir: str, feature: str, points: int = SURFACE_POINTS) -> dict:
@@ -426,35 +502,54 @@ def error_surface(run_dir: str, feature: str, points: int = SURFACE_POINTS) -> d
             "iteration": state["iteration"]}
 
 
-def _draw_error_surface(report, pipeline, specs, model, corpus, path) -> dict:
+@_styled
+def error_surface_figure(report: dict, feature: str):
+    """The error surface (:func:`error_surface`) of MERT's run, else of the first tuner whose run kept
+    a k-best list; its title and report.md's heading name the tuner: (Figure, info)."""
     tuners = list(report["tuners"])
-    order = (["mert"] if "mert" in tuners else []) + [t for t in tuners if t != "mert"]
     surface = None
-    for tuner in order:  # MERT's, else the first tuner's whose run kept a k-best list (not a forest tuner's)
-        seed = report["tuners"][tuner]["runs"][0]["seed"]
-        spec = next(s for s in specs if s["tuner"] == tuner and s["seed"] == seed)
-        if any(name.startswith("accumulated.") for name in os.listdir(spec["run_dir"])):
-            surface = error_surface(spec["run_dir"], pipeline.config.output["surface_feature"])
+    for tuner in sorted(tuners, key=lambda t: t != "mert"):  # hypergraph tuners keep no k-best list
+        run = report["tuners"][tuner]["runs"][0]
+        if any(name.startswith("accumulated.") for name in os.listdir(run["run_dir"])):
+            surface = error_surface(run["run_dir"], feature)
             break
     if surface is None:
         raise InputError("no tuning run kept a k-best list (hypergraph tuners keep none)",
                          expected="an n-best tuner such as mert among tune.tuners")
-    figure = _figure()
+    seed = run["seed"]
+    title = f"Error surface along {feature} of {tuner}'s final k-best list (seed {seed})"
+    figure = _figure(2.6)
     ax = figure.subplots()
     values = surface["weight"] + np.asarray(surface["x"])
-    ax.plot(values, surface["bleu"], color="tab:blue", linewidth=1.2, drawstyle="steps-mid")
-    ax.axvline(surface["weight"], color="tab:red", linestyle="--",
+    ax.plot(values, surface["bleu"], color="tab:blue", linewidth=1.0, drawstyle="steps-mid",
+            label="BLEU of the model-best hypotheses")
+    ax.axvline(surface["weight"], color="tab:red", linestyle="--", lw=0.9,
                label=f"{tuner}'s weight {surface['weight']:.4f} (BLEU {surface['bleu_at_weights']:.2f})")
-    ax.set_xlabel(f"weight of {surface['feature']} (other weights fixed)")
-    ax.set_ylabel("corpus BLEU of the model-best (%)")
-    ax.set_title(f"{tuner} error surface: final accumulated k-best list, seed {seed}\n"
-                 f"({surface['sentences']} sentences, {surface['hypotheses']} hypotheses, "
-                 f"{len(surface['x'])} points)", fontsize=10)
+    ax.set_xlabel(f"weight of {feature} (the others fixed)")
+    ax.set_ylabel("corpus BLEU (%)")
+    _title(ax, title)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    figure.tight_layout()
-    figure.savefig(path)
-    return {"file": os.path.basename(path), "tuner": tuner, "seed": seed, **surface}
+    figure.legend(loc="outside lower center")
+    note = (f"{surface['sentences']} sentences, {surface['hypotheses']} hypotheses; BLEU of the model-best "
+            f"hypotheses at {len(surface['x'])} points, piecewise constant as in MERT's line search.")
+    if tuner != "mert":
+        note += f" MERT was not run: this is {tuner}'s k-best list, as MERT's line search would see it."
+    return figure, {"title": title, "tuner": tuner, "seed": seed, "note": note, **surface}
+
+
+def coverage_labels(result) -> list[str]:
+    """Each search-graph node's source coverage, one square per source word (■ translated, □ not yet)."""
+    graph = result.hypergraph
+    covered = np.zeros((graph.n_nodes, len(result.source)), dtype=bool)
+    for e in range(graph.n_edges):  # tails are earlier nodes: their coverage is known
+        head = graph.edge_head[e]
+        tails = graph.edge_tails(e)
+        if tails.size:
+            covered[head] |= covered[tails].any(axis=0)
+        start, end = result.edge_spans[e]
+        if start >= 0:
+            covered[head, start:end] = True
+    return ["".join(FILLED if c else EMPTY for c in row) for row in covered]
 
 
 def _pick_sentence(sentences: list[str], minimum: int = 4) -> int:
@@ -478,10 +573,47 @@ def _best_edges(graph, w, limit: int):
     return graph.subgraph(marginals >= cut), float(order[0] - cut)
 
 
-def _draw_hypergraph(report, pipeline, specs, model, corpus, path) -> dict:
-    import networkx as nx
+@_styled
+def search_graph_figure(result, weights, tuner: str, limit: int = MAX_DRAWN_EDGES):
+    """The search graph of one decoded sentence (a :class:`minismt.decode.DecodeResult`), pruned to
+    the ``limit`` edges with the best max-marginals, layer by layer from the empty coverage to the
+    goal, the best derivation in red: (Figure, info)."""
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+    from minismt.hypergraph.draw import draw_layered
+    graph = result.hypergraph.replace(node_cat=coverage_labels(result))
+    pruned, margin = _best_edges(graph, weights, limit)
+    best = pruned.viterbi(weights)
+    labels = list(pruned.node_cat)
+    layers = [label.count(FILLED) for label in labels]
+    layers[pruned.goal] += 1
+    labels[pruned.goal] = "goal"
+    words = [re.sub(r"\[\d+\]", "", pruned.edge_target(e)).strip() for e in range(pruned.n_edges)]
+    source = " ".join(result.source)
+    title = f"Search graph of “{source}” under {tuner}'s weights"
+    figure = _figure(0.5 * (max(layers) + 1) + 1.0, layout=None)
+    legend = [Line2D([], [], color="tab:red", lw=1.4, label=f"best derivation: {best.text}"),
+              Line2D([], [], color="#8c8c8c", lw=0.7, label="other edges, labelled with the words they add"),
+              Patch(fc="white", ec="#666666", lw=0.6, label=f"state: {FILLED} source word translated, {EMPTY} not yet")]
+    figure.legend(handles=legend, loc="lower center", frameon=False, handlelength=1.6)
+    figure.suptitle(textwrap.fill(title, 52), y=0.99, va="top")
+    bottom, top = 0.42 / figure.get_figheight(), 1 - 0.3 / figure.get_figheight()
+    ax = figure.add_axes((0.02, bottom + 0.02, 0.96, top - bottom - 0.02))
+    draw_layered(pruned, ax, labels, layers=layers, edge_labels=words, highlight=best.edges)
+    note = (f"The {pruned.n_edges} of {graph.n_edges} edges with the best max-marginals (a union of whole "
+            f"derivations). A box is a decoder state; its squares are the source words "
+            f"(“{source}”), {FILLED} translated, {EMPTY} not yet; layer k holds the states with k words "
+            f"translated. An edge adds a phrase's translation (its label); red: the best derivation, "
+            f"“{best.text}”.")
+    return figure, {"title": title, "source": source, "translation": result.best, "best_derivation": best.text,
+                    "nodes": graph.n_nodes, "edges": graph.n_edges, "drawn_nodes": pruned.n_nodes,
+                    "drawn_edges": pruned.n_edges, "max_marginal_margin": margin, "note": note}
+
+
+def _hypergraph(report, pipeline, model, corpus):
+    """:func:`search_graph_figure` of the shortest test sentence of 4 words or more under the first tuner's
+    weights (its run with the best dev BLEU)."""
     from minismt.decode import Decoder
-    from minismt.hypergraph.draw import to_networkx
     sentences = read_lines(os.path.join(corpus.folder, "test.src"))
     index = _pick_sentence(sentences)
     tuner = next(iter(report["tuners"]))
@@ -490,60 +622,5 @@ def _draw_hypergraph(report, pipeline, specs, model, corpus, path) -> dict:
     model_dir = os.path.join(model.folder, model.result["model_dir"])
     decoder = Decoder(model_dir, weights=run["weights"], stack_size=pipeline.config.test["stack"])
     result = decoder.decode(sentences[index])
-    full = decoder.full_weights() if hasattr(decoder, "full_weights") else decoder.weights
-    graph = result.hypergraph
-    pruned, kept_margin = _best_edges(graph, full, MAX_DRAWN_EDGES)
-    best = pruned.viterbi(full)
-    best_edges = {int(e) for e in best.edges} if best is not None else set()
-    g = to_networkx(pruned, full)
-    layers = {}
-    for depth, generation in enumerate(nx.topological_generations(g)):
-        for node in generation:
-            layers[node] = depth
-    by_layer: dict[int, list] = {}
-    for node, depth in layers.items():
-        by_layer.setdefault(depth, []).append(node)
-    pos = {}
-    for depth in sorted(by_layer):  # each layer ordered by its predecessors' heights: fewer crossings
-        nodes = by_layer[depth]
-        nodes.sort(key=lambda n: (float(np.mean([pos[u][1] for u in g.predecessors(n)]))
-                                  if depth else 0.0, n[0], n[1]))
-        for k, node in enumerate(nodes):
-            pos[node] = (depth, k - (len(nodes) - 1) / 2.0)
-    n_layers = max(by_layer) + 1 if by_layer else 1
-    tallest = max((len(v) for v in by_layer.values()), default=1)
-    figure = _figure(max(7.0, 1.3 * n_layers), max(4.0, 0.55 * tallest + 1.5))
-    ax = figure.subplots()
-    on_best = {("edge", e) for e in best_edges}
-    arcs_best = [(u, v) for u, v in g.edges if u in on_best or v in on_best]
-    arcs_other = [(u, v) for u, v in g.edges if (u, v) not in set(arcs_best)]
-    nx.draw_networkx_edges(g, pos, edgelist=arcs_other, ax=ax, edge_color="#999999", arrows=True, arrowsize=8,
-                           node_size=300)
-    nx.draw_networkx_edges(g, pos, edgelist=arcs_best, ax=ax, edge_color="tab:red", width=1.8, arrows=True,
-                           arrowsize=10, node_size=300)
-    hypernodes = [n for n in g.nodes if n[0] == "node"]
-    nx.draw_networkx_nodes(g, pos, nodelist=hypernodes, ax=ax, node_size=90, node_color="#1f77b4")
-    labels = {}
-    for node in g.nodes:
-        if node[0] != "edge":
-            continue
-        text = g.nodes[node]["target"].replace("[1]", "").strip()
-        tails = list(g.predecessors(node))
-        labels[node] = text if text else ("<s>" if not tails else "</s>")
-    for node, text in labels.items():
-        x, y = pos[node]
-        ax.text(x, y, text, ha="center", va="center", fontsize=7,
-                bbox=dict(boxstyle="round,pad=0.25", fc="#ffe9e9" if node in on_best else "white",
-                          ec="tab:red" if node in on_best else "#777777", lw=0.8))
-    ax.set_title(f"Search graph of test sentence {index}: \"{sentences[index]}\"\n"
-                 f"1-best \"{result.best}\" ({tuner} weights); the {pruned.n_edges} of {graph.n_edges} edges "
-                 f"with the best max-marginals, best derivation in red", fontsize=9)
-    ax.set_axis_off()
-    figure.tight_layout()
-    figure.savefig(path)
-    return {"file": os.path.basename(path), "sentence_index": index, "source": sentences[index],
-            "translation": result.best, "tuner": tuner, "seed": run["seed"], "nodes": graph.n_nodes,
-            "edges": graph.n_edges, "drawn_nodes": pruned.n_nodes, "drawn_edges": pruned.n_edges,
-            "max_marginal_margin": kept_margin,
-            "note": "boxes are hyperedges (a phrase translation, its target words shown), dots are hypernodes "
-                    "(recombined decoder states); arcs go from tail node to edge to head node"}
+    figure, drawn = search_graph_figure(result, decoder.full_weights(), tuner)
+    return figure, {**drawn, "sentence_index": index, "tuner": tuner, "seed": run["seed"]}

@@ -20,10 +20,9 @@ import hashlib
 import json
 import os
 import shutil
-import sys
 import threading
 import time
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, wait
 from dataclasses import asdict, dataclass, field
 from typing import Callable
 
@@ -65,8 +64,8 @@ class PipelineLog:
             with open(self.path, "a", encoding="utf-8") as handle:
                 handle.write(f"{stamp} {message}\n")
             if self.echo:
-                from tqdm import tqdm
-                tqdm.write(f"[pipeline] {message}", file=sys.stderr)
+                from minismt.progress import log
+                log(f"[pipeline] {message}")
 
 
 @dataclass
@@ -341,10 +340,10 @@ class Pipeline:
         return specs
 
     def _run_pending(self, pending: list[dict], outcomes: dict) -> None:
-        from tqdm import tqdm
+        from minismt.parallel import process_pool, stop_pool
+        from minismt.progress import bar as progress_bar
         iterations = self.config.tune["iterations"]
-        bar = tqdm(total=len(pending) * iterations, desc="tune", unit="iter", disable=not self.progress)
-        poller = _Poller(bar, [(s["run_dir"], iterations) for s in pending])
+        bar = poller = None
 
         def finish(spec, result):
             seconds = result["wall_seconds"]  # the run's own time (in a pool, waiting is not counted)
@@ -356,11 +355,20 @@ class Pipeline:
                                                 round(seconds, 3), result, round(seconds, 3))
             poller.update()
 
-        poller.start()
+        def start_bar():
+            # after the waits for the precompile process and the warm-up, whose lengths are unknown; the
+            # first iteration starts the workers and loads the kernels: the rate starts after it
+            nonlocal bar, poller
+            bar = progress_bar(total=len(pending) * iterations, desc="tune", unit="iter", enabled=self.progress,
+                               warmup=True)
+            poller = _Poller(bar, [(s["run_dir"], iterations) for s in pending])
+            poller.start()
+
         try:
             workers = min(self.config.tune["parallel"], len(pending))
             if workers <= 1:
                 self._await_precompile()
+                start_bar()
                 for spec in pending:
                     finish(spec, tune_one(spec, self.log))
             else:
@@ -370,7 +378,8 @@ class Pipeline:
                 _warm_up(pending[0])
                 # different tuners first: parallel workers then compile different kernels, not the same ones
                 pending = sorted(pending, key=lambda spec: (spec["seed"] if spec["seeded"] else 0))
-                pool = ProcessPoolExecutor(max_workers=workers, mp_context=_spawn())
+                start_bar()
+                pool = process_pool(workers, _spawn())
                 futures = {}
                 try:
                     futures = {pool.submit(tune_one, {**spec, "log_path": self.log_path}): spec for spec in pending}
@@ -381,10 +390,7 @@ class Pipeline:
                             finish(futures[future], future.result())
                 except BaseException:
                     # stop the other runs now (their checkpoints are written atomically: they resume later)
-                    for future in futures:
-                        future.cancel()
-                    for process in list((getattr(pool, "_processes", None) or {}).values()):
-                        process.terminate()
+                    stop_pool(pool)
                     raise
                 finally:
                     pool.shutdown(wait=True, cancel_futures=True)
@@ -393,17 +399,19 @@ class Pipeline:
                      f"run the pipeline again to resume")
             raise
         finally:
-            poller.stop.set()
-            poller.join()
-            poller.update()
-            bar.close()
+            if poller is not None:
+                poller.stop.set()
+                poller.join()
+                poller.update()
+                bar.close()
 
     def test(self, corpus: StepOutcome, model: StepOutcome, specs: list[dict]) -> dict[str, StepOutcome]:
         """Decode and score the test set with each distinct tuned weights (and the untuned ones).
 
-        The systems not cached are decoded together (one parallel map over every system's sentences)."""
+        The systems not cached are decoded one after another (sharing the worker processes), so that each
+        step's seconds are its own decoding and scoring time."""
         from minismt.metrics.evaluate import evaluate
-        from minismt.parallel import DecodeJob, decode_requests
+        from minismt.parallel import DecodeJob, decode_chunk, decode_requests, process_pool, stop_pool
         from minismt.train import load_manifest
         s = self.config.test
         model_dir = os.path.join(model.folder, model.result["model_dir"])
@@ -432,31 +440,35 @@ class Pipeline:
         if pending:
             for name, label, parts, key, folder, weights in pending:
                 self.log(f"{label}: running (key {key[:12]})")
-            pool = ProcessPoolExecutor(max_workers=s["jobs"], mp_context=_spawn()) if s["jobs"] > 1 else None
-            began = time.perf_counter()
+            pool = process_pool(s["jobs"], _spawn()) if s["jobs"] > 1 else None
+            words = sum(len(x.split()) for x in sources)
             try:
-                answers = decode_requests(
-                    [(DecodeJob(model_dir=model_dir, weights=w, stack_size=s["stack"]), range(len(sources)))
-                     for _, _, _, _, _, w in pending], sources, executor=pool, jobs=1, progress=self.progress)
+                if pool is not None and sources:  # start the processes and load the model before any clock
+                    began = time.perf_counter()
+                    wait([pool.submit(decode_chunk, DecodeJob(model_dir=model_dir, stack_size=s["stack"]), [0],
+                                      sources[:1]) for _ in range(s["jobs"])])
+                    self.log(f"test: {s['jobs']} decoding processes started in {time.perf_counter() - began:.1f} s")
+                for name, label, parts, key, folder, weights in pending:  # one at a time: each step's own time
+                    began = time.perf_counter()
+                    outputs = decode_requests(
+                        [(DecodeJob(model_dir=model_dir, weights=weights, stack_size=s["stack"]),
+                          range(len(sources)))], sources, executor=pool, jobs=1, progress=self.progress)[0]
+                    decoded = time.perf_counter() - began
+                    hyps = [o.best for o in outputs]
+                    os.makedirs(folder, exist_ok=True)
+                    write_lines(os.path.join(folder, "hyp.txt"), hyps)
+                    metrics = evaluate(hyps, [references], lowercase=s["lowercase"], tokenize=s["tokenize"])
+                    seconds = time.perf_counter() - began
+                    result = {**metrics, "hyp": "hyp.txt", "decode_seconds": round(decoded, 3),
+                              "words_per_second": round(words / decoded, 1) if decoded > 0 else None}
+                    _write_step(folder, "test", label, key, parts, seconds, result)
+                    self.log(f"{label}: BLEU {metrics['bleu']:.2f}, chrF2 {metrics['chrf']:.2f}, "
+                             f"TER {metrics['ter']:.2f} ({seconds:.1f} s)")
+                    outcomes[name] = StepOutcome("test", label, key, folder, False, round(seconds, 3), result,
+                                                 round(seconds, 3))
             finally:
                 if pool is not None:
-                    pool.shutdown()
-            seconds = time.perf_counter() - began
-            words = sum(len(x.split()) for x in sources) * len(pending)
-            for (name, label, parts, key, folder, _), outputs in zip(pending, answers):
-                hyps = [o.best for o in outputs]
-                os.makedirs(folder, exist_ok=True)
-                write_lines(os.path.join(folder, "hyp.txt"), hyps)
-                metrics = evaluate(hyps, [references], lowercase=s["lowercase"], tokenize=s["tokenize"])
-                result = {**metrics, "hyp": "hyp.txt", "decode_seconds": round(seconds / len(pending), 3),
-                          "words_per_second": round(words / seconds, 1) if seconds > 0 else None,
-                          "note": f"decoded with {len(pending) - 1} other systems; seconds are the batch's share"}
-                share = seconds / len(pending)
-                _write_step(folder, "test", label, key, parts, share, result)
-                self.log(f"{label}: BLEU {metrics['bleu']:.2f}, chrF2 {metrics['chrf']:.2f}, TER {metrics['ter']:.2f}")
-                outcomes[name] = StepOutcome("test", label, key, folder, False, round(share, 3), result,
-                                             round(share, 3))
-            self.log(f"test: {len(pending)} systems decoded in {seconds:.1f} s")
+                    stop_pool(pool)  # at once, also after Ctrl-C: no chunk keeps decoding
         for name, (label, _) in systems.items():
             if name not in outcomes:  # the same weights as another system
                 key = digest({"step": "test", "format": STEP_FORMAT, "model": model.result["model_key"],
@@ -499,8 +511,10 @@ class Pipeline:
         false`` in ``[tune]`` turns it off)."""
         if not self.config.tune["precompile"] or (os.cpu_count() or 1) < 2:
             return
+        from minismt.parallel import run_ignoring_interrupts
         from minismt.pipeline.precompile import compile_kernels
-        self._precompile = _spawn().Process(target=compile_kernels, args=(self.config.tune, self.log_path),
+        self._precompile = _spawn().Process(target=run_ignoring_interrupts,
+                                            args=(compile_kernels, self.config.tune, self.log_path),
                                             name="minismt-precompile", daemon=True)
         self._precompile.start()
         self._precompile_began = time.perf_counter()
@@ -511,6 +525,8 @@ class Pipeline:
         process, self._precompile = self._precompile, None
         if process is None:
             return
+        if process.is_alive():  # a wait of unknown length, without a progress bar: say what it is
+            self.log("precompile: tuning waits for the second process to finish compiling the kernels")
         waited = time.perf_counter()
         process.join()
         if process.exitcode == 0:
