@@ -41,6 +41,7 @@ BENCHMARKS = {
     "accumulation-study": ("tuner_comparison", {"study": "accumulation"}),
     "hypergraph-study": ("tuner_comparison", {"study": "hypergraph"}),
     "bo-speed": "bo_speed",
+    "first-hour": "first_hour",
 }
 
 
@@ -92,16 +93,39 @@ def results_markdown(results: list[dict], quick: bool = False, assembled: bool =
              f"{datetime.date.today().isoformat()}: {info['cpu']}, {info['cores']} cores, {info['memory']}, "
              f"Python {info['python']} ({info['system']}).", ""]
     for result in results:
-        name = result.get("benchmark", "?")
-        lines += [f"## {name}", ""]
-        for key in ("table", "iteration_table"):
-            if isinstance(result.get(key), str):
-                lines += [result[key], ""]
-        rows = [(k, v) for k, v in _flatten({k: v for k, v in result.items()
-                                             if k not in ("benchmark", "table", "iteration_table", "runs")})]
-        if rows:
-            lines += ["| key | value |", "|---|---|"] + [f"| {k} | {v} |" for k, v in rows] + [""]
+        lines += section_markdown(result)
     return "\n".join(lines)
+
+
+def section_markdown(result: dict) -> list[str]:
+    """One benchmark's section of RESULTS.md: its heading, the tables it made and its numbers."""
+    lines = [f"## {result.get('benchmark', '?')}", ""]
+    for key in ("table", "iteration_table"):
+        if isinstance(result.get(key), str):
+            lines += [result[key], ""]
+    rows = [(k, v) for k, v in _flatten({k: v for k, v in result.items()
+                                         if k not in ("benchmark", "table", "iteration_table", "runs")})]
+    if rows:
+        lines += ["| key | value |", "|---|---|"] + [f"| {k} | {v} |" for k, v in rows] + [""]
+    return lines
+
+
+def update_results(results: list[dict], path: Path) -> None:
+    """Replace (or add at the end) the sections of ``results`` in the results file ``path``, keeping
+    every other section as it is."""
+    text = path.read_text(encoding="utf-8")
+    for result in results:
+        section = "\n".join(section_markdown(result))
+        heading = f"\n## {result.get('benchmark', '?')}\n"
+        if heading in text:
+            start = text.index(heading) + 1
+            end = text.find("\n## ", start)
+            text = text[:start] + section + (text[end + 1:] if end >= 0 else "")
+        else:
+            text = text.rstrip("\n") + "\n\n" + section
+    temporary = path.with_name(path.name + ".tmp")
+    temporary.write_text(text if text.endswith("\n") else text + "\n", encoding="utf-8")
+    os.replace(temporary, path)
 
 
 def write_results(results: list[dict], path: Path, quick: bool = False, assembled: bool = False) -> None:
@@ -121,18 +145,24 @@ def main(argv=None) -> int:
                              "benchmarks/RESULTS.quick.md with --quick)")
     parser.add_argument("--assemble", nargs="+", metavar="FILE",
                         help="write the results file from saved outputs of benchmarks (last line: JSON)")
+    parser.add_argument("--update", nargs="+", metavar="FILE",
+                        help="replace (or add) these saved benchmarks' sections in the results file, "
+                             "keeping the others")
     args = parser.parse_args(argv)
     if args.results is None:
         args.results = HERE / ("RESULTS.quick.md" if args.quick else "RESULTS.md")
-    if args.assemble:
+    if args.assemble or args.update:
         results = []
-        for path in args.assemble:
+        for path in args.assemble or args.update:
             text = Path(path).read_text(encoding="utf-8").strip()
             try:  # a saved result file (JSON, maybe indented)
                 results.append(json.loads(text))
             except json.JSONDecodeError:  # a benchmark's output: progress lines, then one JSON line
                 results.append(json.loads(text.splitlines()[-1]))
-        write_results(results, args.results, assembled=True)
+        if args.update:
+            update_results(results, args.results)
+        else:
+            write_results(results, args.results, assembled=True)
         print(f"wrote {args.results}")
         return 0
     if args.list or not args.name:

@@ -42,6 +42,22 @@ def test_results_are_assembled_from_saved_outputs(tmp_path):
     assert "cores" in text and "x-speed, y-quality, z-study" in text
 
 
+def test_update_replaces_one_section_and_keeps_the_others(tmp_path):
+    results = tmp_path / "RESULTS.md"
+    results.write_text("# Benchmark results\n\nheader\n\n## a-speed\n\n| key | value |\n|---|---|\n| s | 1 |\n\n"
+                       "## b-speed\n\n| key | value |\n|---|---|\n| s | 2 |\n")
+    new_a, new_c = tmp_path / "a.json", tmp_path / "c.json"
+    new_a.write_text(json.dumps({"benchmark": "a-speed", "s": 10}))
+    new_c.write_text(json.dumps({"benchmark": "c-speed", "s": 3}))
+    subprocess.run([sys.executable, str(RUN), "--update", str(new_a), str(new_c), "--results", str(results)],
+                   check=True, capture_output=True)
+    text = results.read_text()
+    assert text.startswith("# Benchmark results\n\nheader\n\n## a-speed\n")
+    assert "| s | 10 |" in text and "| s | 1 |" not in text
+    assert text.index("## a-speed") < text.index("## b-speed") < text.index("## c-speed")
+    assert "| s | 2 |" in text and text.endswith("| s | 3 |\n")
+
+
 @pytest.mark.slow
 def test_every_benchmark_runs_quick(tmp_path):
     out = subprocess.run([sys.executable, str(RUN), "all", "--quick", "--results", str(tmp_path / "R.md")],

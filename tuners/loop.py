@@ -312,7 +312,7 @@ class TuningRun:
                 f"hypotheses ({record.new_hypotheses} new)")
         previous = [r for r in self.history if r.iteration < record.iteration]
         change = f" ({100 * (record.dev_bleu - previous[-1].dev_bleu):+.2f})" if previous else ""
-        line = f"iteration {record.iteration}: dev BLEU {100 * record.dev_bleu:.2f}{change} (weights decoded), " \
+        line = f"iteration {record.iteration}: decoded dev BLEU {100 * record.dev_bleu:.2f}{change}, " \
                f"{size}, {record.seconds:.1f} s"
         with open(self._path("tune.log"), "a", encoding="utf-8") as handle:
             handle.write(line + "\n")

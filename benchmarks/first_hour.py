@@ -1,0 +1,65 @@
+"""A newcomer's first hour, timed: the README's set-up commands on a fresh clone.
+
+A fresh ``git clone`` of this repository's committed state into a temporary folder, a new
+virtual environment, and then, each timed on its own:
+
+- ``pip install -e .`` (the README's first command; packages come from pip's cache when the
+  machine has one, as on a second try);
+- ``minismt demo --out A``: the first demo, numba's kernels compiled (the clone has no cache)
+  and every step run;
+- ``minismt demo --out B``: a later demo, kernels cached, every step run again (another
+  output folder has another work folder);
+- ``minismt demo --out A`` again: a rerun, every step cached;
+- ``pip install -e '.[test]'`` and ``pytest -q`` (the README's second command), unless
+  ``quick``.
+
+The demos' work folders go to a temporary ``XDG_CACHE_HOME``. The load average before and
+after is recorded with the times: a number measured on a busy machine says so.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _timed(argv, cwd, env) -> float:
+    began = time.perf_counter()
+    subprocess.run(argv, cwd=cwd, env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    return round(time.perf_counter() - began, 1)
+
+
+def run(quick: bool = False) -> dict:
+    load_before = os.getloadavg()
+    with tempfile.TemporaryDirectory() as tmp:
+        clone = Path(tmp) / "minismt"
+        subprocess.run(["git", "clone", "--quiet", str(REPO), str(clone)], check=True)
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=clone, check=True,
+                                capture_output=True, text=True).stdout.strip()
+        subprocess.run([sys.executable, "-m", "venv", ".venv"], cwd=clone, check=True)
+        env = {**os.environ, "XDG_CACHE_HOME": str(Path(tmp) / "cache"),
+               "PATH": f"{clone / '.venv' / 'bin'}{os.pathsep}{os.environ['PATH']}"}
+        env.pop("VIRTUAL_ENV", None)
+        env.pop("PYTHONPATH", None)
+        python = str(clone / ".venv" / "bin" / "python")
+        seconds = {"install": _timed([python, "-m", "pip", "install", "-q", "-e", "."], clone, env)}
+        minismt = str(clone / ".venv" / "bin" / "minismt")
+        seconds["first_demo"] = _timed([minismt, "demo", "--out", "report-a", "--quiet"], clone, env)
+        seconds["later_demo"] = _timed([minismt, "demo", "--out", "report-b", "--quiet"], clone, env)
+        seconds["rerun_demo"] = _timed([minismt, "demo", "--out", "report-a", "--quiet"], clone, env)
+        if not quick:
+            seconds["install_test_extras"] = _timed([python, "-m", "pip", "install", "-q", "-e", ".[test]"],
+                                                    clone, env)
+            seconds["tests"] = _timed([python, "-m", "pytest", "-q", "-p", "no:cacheprovider"], clone, env)
+    load_after = os.getloadavg()
+    return {"commit": commit, "seconds": seconds,
+            "load_average_1min_before": round(load_before[0], 2), "load_average_1min_after": round(load_after[0], 2),
+            "measured": f"{datetime.date.today().isoformat()}, fresh clone, load average {load_before[0]:.2f} "
+                        f"before and {load_after[0]:.2f} after"}
