@@ -22,3 +22,16 @@ def shared_path(*parts: str) -> Path:
 def shared():
     """The ../shared folder (fixtures, corpora); skips when it is absent."""
     return shared_path()
+
+
+def synthetic_system(tmp_path_factory, *, n_pairs: int, seed: int, dev: int, test: int) -> tuple[Path, Path]:
+    """A synthetic corpus (train/dev/test) and a phrase-based model trained on it with a 3-gram LM:
+    ``(data folder, model folder)``, for the tests that decode or tune a small real system."""
+    from corpora.synthetic import write_synthetic
+    from minismt.train import Trainer, TrainingConfig
+    data = tmp_path_factory.mktemp("data")
+    write_synthetic(data, n_pairs=n_pairs, seed=seed, dev=dev, test=test)
+    model = tmp_path_factory.mktemp("model")
+    Trainer(TrainingConfig(src=str(data / "train.src"), tgt=str(data / "train.tgt"), out=str(model),
+                           lm_order=3, progress=False)).run()
+    return data, model

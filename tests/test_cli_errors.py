@@ -8,21 +8,15 @@ import json
 
 import pytest
 
-from corpora.synthetic import write_synthetic
+from conftest import synthetic_system
 from minismt.cli import main
 from minismt.io import read_lines
-from minismt.train import Trainer, TrainingConfig
 
 
 @pytest.fixture(scope="module")
 def system(tmp_path_factory):
     """A tiny synthetic model and a 6-sentence dev set."""
-    data = tmp_path_factory.mktemp("data")
-    write_synthetic(data, n_pairs=300, seed=2, dev=6, test=6)
-    model = tmp_path_factory.mktemp("model")
-    Trainer(TrainingConfig(src=str(data / "train.src"), tgt=str(data / "train.tgt"), out=str(model),
-                           lm_order=3, progress=False)).run()
-    return data, model
+    return synthetic_system(tmp_path_factory, n_pairs=300, seed=2, dev=6, test=6)
 
 
 def one_error(capsys, argv, *needles) -> str:

@@ -15,7 +15,7 @@ import random
 import numpy as np
 import pytest
 
-from corpora.synthetic import write_synthetic
+from conftest import synthetic_system
 from minismt.cli import main
 from minismt.corpus import Vocabulary
 from minismt.decode import FEATURE_NAMES, Decoder, PhraseModel
@@ -29,7 +29,7 @@ from minismt.io import read_lines
 from minismt.kbest import KBestBuilder
 from minismt.lm import LanguageModel, estimate_kn
 from minismt.parallel import DecodeJob, decode_corpus
-from minismt.train import Trainer, TrainingConfig, load_manifest
+from minismt.train import load_manifest
 from plugins.moses.nbest import read_nbest, split_indexed_name, write_kbest_nbest
 
 BOTH = ("rule-id", "word-pair")
@@ -37,11 +37,7 @@ BOTH = ("rule-id", "word-pair")
 
 @pytest.fixture(scope="module")
 def system(tmp_path_factory):
-    data = tmp_path_factory.mktemp("data")
-    write_synthetic(data, n_pairs=800, seed=9, dev=12, test=12)
-    model_dir = tmp_path_factory.mktemp("model")
-    Trainer(TrainingConfig(src=str(data / "train.src"), tgt=str(data / "train.tgt"), out=str(model_dir),
-                           lm_order=3, progress=False)).run()
+    data, model_dir = synthetic_system(tmp_path_factory, n_pairs=800, seed=9, dev=12, test=12)
     return data, str(model_dir), PhraseModel.load(model_dir), read_lines(data / "test.src")
 
 

@@ -5,18 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from corpora.synthetic import write_synthetic
+from conftest import synthetic_system
 from minismt.parallel import DecodeJob, decode_corpus
-from minismt.train import Trainer, TrainingConfig
 
 
 @pytest.fixture(scope="module")
 def model_and_sentences(tmp_path_factory):
-    data = tmp_path_factory.mktemp("data")
-    write_synthetic(data, n_pairs=800, seed=9, dev=12, test=12)
-    model = tmp_path_factory.mktemp("model")
-    Trainer(TrainingConfig(src=str(data / "train.src"), tgt=str(data / "train.tgt"), out=str(model),
-                           lm_order=3, progress=False)).run()
+    data, model = synthetic_system(tmp_path_factory, n_pairs=800, seed=9, dev=12, test=12)
     sentences = (data / "test.src").read_text().splitlines()
     # bad-input cases the decoder must survive: an empty line and an all-unknown-words sentence
     return str(model), sentences + ["", "zzqx yyqv xxqw"]

@@ -19,9 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from corpora.synthetic import write_synthetic
+from conftest import synthetic_system
 from minismt import progress
-from minismt.train import Trainer, TrainingConfig
 
 INTERRUPTED = "minismt: interrupted (tune, pipeline and demo resume when run again)"
 
@@ -29,12 +28,12 @@ INTERRUPTED = "minismt: interrupted (tune, pipeline and demo resume when run aga
 @pytest.fixture(scope="module")
 def system(tmp_path_factory):
     """A tiny synthetic model, its 200 test sentences, and 8,000 lines (about 10 s with two jobs)."""
+    data, model = synthetic_system(tmp_path_factory, n_pairs=300, seed=2, dev=6, test=200)
     folder = tmp_path_factory.mktemp("terminal")
-    write_synthetic(folder / "data", n_pairs=300, seed=2, dev=6, test=200)
-    Trainer(TrainingConfig(src=str(folder / "data" / "train.src"), tgt=str(folder / "data" / "train.tgt"),
-                           out=str(folder / "model"), lm_order=3, progress=False)).run()
-    sentences = (folder / "data" / "test.src").read_text().splitlines()
-    references = (folder / "data" / "test.tgt").read_text().splitlines()
+    (folder / "data").symlink_to(data)
+    (folder / "model").symlink_to(model)
+    sentences = (data / "test.src").read_text().splitlines()
+    references = (data / "test.tgt").read_text().splitlines()
     (folder / "long.src").write_text("\n".join(sentences * 40) + "\n")
     (folder / "dev.src").write_text("\n".join((sentences * 2)[:300]) + "\n")
     (folder / "dev.ref").write_text("\n".join((references * 2)[:300]) + "\n")

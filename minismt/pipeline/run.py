@@ -28,17 +28,12 @@ from typing import Callable
 
 from minismt import __version__
 from minismt.errors import InputError
-from minismt.io import atomic_write, file_sha256, read_lines, write_lines
+from minismt.io import atomic_write, file_sha256, json_sha256, read_lines, write_lines
 from minismt.pipeline.config import LOCAL, SYNTHETIC, PipelineConfig
 
 STEP_FILE = "step.json"
 LOG_FILE = "pipeline.log"
 STEP_FORMAT = 1  # bump when a step's outputs change meaning, so that old folders are not reused
-
-
-def digest(value) -> str:
-    """sha256 of a JSON-able value (keys sorted): the key of a step."""
-    return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode("utf-8")).hexdigest()
 
 
 def files_digest(paths) -> str:
@@ -206,7 +201,7 @@ class Pipeline:
     def step(self, step: str, label: str, key_parts: dict, run: Callable[[str], dict]) -> StepOutcome:
         """Run ``run(folder)`` unless the step with these inputs has finished before."""
         key_parts = {"step": step, "format": STEP_FORMAT, **key_parts}
-        key = digest(key_parts)
+        key = json_sha256(key_parts)
         folder = self.folder(step, key, label if label != step else None)
         record = _read_step(folder, key)
         if record is not None:
@@ -284,7 +279,7 @@ class Pipeline:
             return {"model_dir": "model", "features": manifest["features"],
                     "steps": {name: {"seconds": r.seconds, "cached": r.cached, "info": r.info}
                               for name, r in trainer.records.items()},
-                    "model_key": digest({name: step["key"] for name, step in manifest["steps"].items()})}
+                    "model_key": json_sha256({name: step["key"] for name, step in manifest["steps"].items()})}
 
         return self.step("train", "train", {"corpus": corpus.result["digest"], "train": dict(t)}, run)
 
@@ -302,7 +297,7 @@ class Pipeline:
                          "params": params, "seed": seed if seeded else None,
                          **{k: u[k] for k in ("iterations", "kbest", "stack", "accumulate", "reset_after",
                                               "keep", "lowercase")}}
-                key = digest({"step": "tune", "format": STEP_FORMAT, **parts})
+                key = json_sha256({"step": "tune", "format": STEP_FORMAT, **parts})
                 folder = self.folder("tune", key, tuner)
                 specs.append({"tuner": tuner, "seed": seed, "seeded": seeded, "key_parts": parts, "key": key,
                               "folder": folder, "run_dir": os.path.join(folder, "run"), "model_dir": model_dir,
@@ -428,7 +423,7 @@ class Pipeline:
             parts = {"step": "test", "format": STEP_FORMAT, "model": model.result["model_key"],
                      "corpus": corpus.result["digest"], "weights": weights, "stack": s["stack"],
                      "tokenize": s["tokenize"], "lowercase": s["lowercase"]}
-            key = digest(parts)
+            key = json_sha256(parts)
             folder = self.folder("test", key)  # by key only: two systems with the same weights share it
             record = _read_step(folder, key)
             if record is not None:
@@ -471,7 +466,7 @@ class Pipeline:
                     stop_pool(pool)  # at once, also after Ctrl-C: no chunk keeps decoding
         for name, (label, _) in systems.items():
             if name not in outcomes:  # the same weights as another system
-                key = digest({"step": "test", "format": STEP_FORMAT, "model": model.result["model_key"],
+                key = json_sha256({"step": "test", "format": STEP_FORMAT, "model": model.result["model_key"],
                               "corpus": corpus.result["digest"], "weights": systems[name][1], "stack": s["stack"],
                               "tokenize": s["tokenize"], "lowercase": s["lowercase"]})
                 outcomes[name] = next(o for o in outcomes.values() if o.key == key)
