@@ -74,7 +74,10 @@ def test_moses_driver_tunes_through_the_command_line(tmp_path, capsys):
     assert _sections_except_weights(tuned) == _sections_except_weights(ini)
     final = dict(line.split() for line in (run_dir / "weights.final").read_text().splitlines())
     assert flatten_weights(read_moses_ini_weights(tuned)) == {name: float(v) for name, v in final.items()}
-    bleu = [float(line.split("dev BLEU ")[1].split()[0]) for line in out.splitlines() if line.startswith("iteration")]
+    bleu = [float(line.split("dev BLEU ")[1].split()[0].rstrip(",")) for line in out.splitlines()
+            if line.startswith("iteration")]
+    # the pool fits in the first k-best list, so iteration 1's dev BLEU is MERT's BLEU on it: 37.69 -> 45.09
+    # to 46.97 over seeds 0-9, each also with the pool's features times (1 + 1e-9 noise) (measured)
     assert max(bleu) > bleu[0]
     done = (run_dir / "decoder" / "decode.0" / "done.json").read_text()
     assert "-weight-overwrite" in done and "distinct" in done
@@ -304,7 +307,18 @@ def test_minismt_decoder_outputs_forests(tmp_path):
 @pytest.mark.parametrize("tuner, params", [("hg-mert", {"n_random_restarts": 2}), ("hg-bo", {"steps": 8})])
 def test_hypergraph_tuners_on_real_moses_and_cdec_forests(tmp_path, kind, tuner, params):
     """Hypergraph MERT and HG-BO tune on the forests the drivers read: Moses' hypergraphs of the m30k
-    system and cdec's decode_nc forests (the real fixture files, passed through the fake programs)."""
+    system and cdec's decode_nc forests (the real fixture files, passed through the fake programs).
+
+    The first iteration's tuned BLEU on its forests (what both maximise) against the start's. Hypergraph
+    MERT's first move alone gains at least its best exact line search along a coordinate from the start,
+    whatever the seed: 0.069 on Moses' 5 sentences, 0.169 on cdec's 10 (checked > 0.05); measured over run
+    seeds 0-9, each also with the forests' edge features times (1 + 1e-9 noise, per entry and per value),
+    it gains 0.129-0.143 on Moses' and 0.236-0.283 on cdec's. HG-BO returns the best point it evaluated,
+    the start included, so it never ends below it; whether 8 steps find a better one is the seed's luck
+    on Moses' 5 sentences (a random point of the box is better with probability 0.21; measured gain 0 at
+    seed 4, 0.0014 at seed 2, else 0.031-0.032), so that it gains is checked on cdec's forests, where a
+    random point of the box is better with probability 0.80 (measured gain 0.032-0.100). That BO gains is
+    tested where it is certain in test_tuner_bayesopt.py."""
     if kind == "moses":
         folder, command = _moses_fixture()
         sources = read_lines(folder / "hypergraphs" / "dev5.src")
@@ -317,5 +331,9 @@ def test_hypergraph_tuners_on_real_moses_and_cdec_forests(tmp_path, kind, tuner,
     run = TuningRun(decoder, [[r] for r in refs], tuner, tmp_path / "run", max_iter=2, seed=1, tuner_params=params)
     run.run(decoder.default_weights)
     first = run.history[0]
-    assert first.tuned_bleu > first.dev_bleu      # the tuned weights win on the forests they were tuned on
+    assert first.tuned_bleu >= first.dev_bleu     # the tuned weights are no worse on the forests they were tuned on
+    if tuner == "hg-mert":
+        assert first.tuned_bleu > first.dev_bleu + 0.05
+    elif kind == "cdec":
+        assert first.tuned_bleu > first.dev_bleu
     assert len(run.history) == 2 and (tmp_path / "w" / "decode.1" / "hypergraphs").is_dir()

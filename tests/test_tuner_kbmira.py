@@ -277,6 +277,10 @@ def moses_epochs(name):
 
 @pytest.mark.parametrize("name", sorted(DEDUPFIX))
 def test_moses_order_reproduces_kbmira_dedupfix(name):
+    """Moses' printed numbers at their precision: BLEU 6 digits (abs 1e-6), avg loss rel 1e-3 (Moses sums
+    in float32), weights rtol/atol 1e-5. Measured, also with the features times (1 + 1e-9 noise): epoch
+    BLEU within 4.4e-7, loss within rel 3.6e-4, update counts equal, weights at most 0.85 of their
+    tolerance (scorer100; the noise moves that by 1e-3 of it)."""
     data, w0 = fixture(name)
     initial, best = DEDUPFIX[name]
     tuner = KBMIRA(seed=1234, shuffle_rng="moses")
@@ -297,6 +301,10 @@ def test_moses_order_reproduces_kbmira_dedupfix(name):
 
 @pytest.mark.parametrize("name", sorted(DEDUPFIX))
 def test_numpy_order_reaches_the_neighbourhood_of_moses(name):
+    """Another sentence order, about the same best BLEU (the BLEU kbmira tracks). Measured over seeds 0-19
+    and 1234, each also with the features times (1 + 1e-9 noise): at least 0.933 of Moses' gain over the
+    initial BLEU (checked 0.8) and within 0.77% of Moses' best (checked 2%); example and sparse_demo reach
+    Moses' 0.918909 at every seed."""
     data, w0 = fixture(name)
     initial, best = DEDUPFIX[name]
     tuner = KBMIRA(seed=1234)
@@ -313,6 +321,9 @@ def test_numpy_order_reaches_the_neighbourhood_of_moses(name):
 
 @pytest.mark.parametrize("rng", ["numpy", "moses"])
 def test_sparse_demo_learns_sparse_weights(rng):
+    """Measured (numpy order: seeds 0-19 and 1234, each also with the features times (1 + 1e-9 noise)):
+    the smaller sparse weight is at least 0.0099 (checked > 1e-3); Moses' order: within 5.5e-8 of
+    Moses' printed weights (checked 1e-6)."""
     data, w0 = fixture("sparse_demo")
     w = KBMIRA(seed=1234, shuffle_rng=rng).fit(data, w0)
     for name in ("sp_a", "sp_b"):

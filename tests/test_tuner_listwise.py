@@ -315,6 +315,10 @@ def toy_listwise(n_sentences=30, k=12, seed=0):
 
 @pytest.mark.parametrize("name", NAMES)
 def test_fit_improves_training_bleu(name):
+    """Measured on toy list 0 with tuner seeds 0-9 and toy lists 1-9 with seed 0, each also with the
+    features times (1 + 1e-9 noise), for every loss: training BLEU gain at least 0.356 (checked 0.1), w[0] >= 0.63 with
+    |w[1]| / w[0] <= 0.097 (checked < 1), the loss the tuner minimises at w at most 0.64 of its value
+    at w0 (checked 0.8) and the last epoch's at most 0.64 of the first's (checked < 1)."""
     data = toy_listwise()
     w0 = np.array([0.0, 1.0, 0.0])
     tuner = tuners.get_tuner(name)
@@ -322,6 +326,7 @@ def test_fit_improves_training_bleu(name):
     history = tuner.history_
     assert len(history) == tuner.epochs == tuner.n_iter_
     assert data.bleu(w) > data.bleu(w0) + 0.1
+    assert tuner.loss_gradient(data, w)[0] < 0.8 * tuner.loss_gradient(data, w0)[0]
     assert w[0] > 0 and abs(w[1]) < w[0]
     # Algorithm 2's BestBLEU: the first epoch with the highest training BLEU
     bleus = [h["bleu"] for h in history]

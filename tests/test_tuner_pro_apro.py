@@ -174,6 +174,12 @@ def moses_fixture(name):
 
 @pytest.mark.parametrize("name", ["example", "scorer100"])
 def test_apro_on_moses_fixtures(name):
+    """APRO minimises its own objective (eq. 3): at the result it is far below its value at the start
+    (Moses' init weights; measured ratio 0.059 example, 0.042 scorer100) and below its value at w = 0
+    (0.374 vs 0.469, 0.295 vs 0.404). The objective is strictly convex, so the result is its unique
+    minimum whatever the start or floating-point path; the training BLEU there is that of the
+    optimum (checked equal at a 100 times tighter tolerance; measured: the same anywhere within 1%
+    of the optimum), not a seed's luck."""
     data, init = moses_fixture(name)
     assert data.bleu(init, smooth="none") == pytest.approx(INIT_BLEU[name], abs=1e-6)
     tuner = APRO()
@@ -181,17 +187,21 @@ def test_apro_on_moses_fixtures(name):
     bleu = data.bleu(w, smooth="none")
     print(f"APRO {name}: BLEU {bleu:.6f} (init {INIT_BLEU[name]}, mert {MERT_BLEU[name]}, "
           f"kbmira-dedupfix {KBMIRA_DEDUPFIX_BLEU[name]}), {tuner.n_iter_} Newton iterations")
-    assert bleu > INIT_BLEU[name]
     assert tuner.converged_ and tuner.n_pairs_ > 0
-    assert tuner.history_[-1]["objective"] <= tuner.history_[0]["objective"]
-    if name == "scorer100":
-        assert bleu > 0.09          # kbmira-dedupfix 0.0933, mert 0.0981
+    objective = APROObjective.from_kbest(data, data.sentence_bleu(), tuner.C)
+    assert objective(w)[0] < 0.1 * objective(init)[0]
+    assert objective(w)[0] < 0.9 * objective(np.zeros_like(w))[0]
+    assert np.linalg.norm(objective(w)[1]) <= tuner.tol * np.linalg.norm(objective(np.zeros_like(w))[1])
+    assert tuner.history_[-1]["objective"] == pytest.approx(objective(w)[0], rel=1e-12)
+    assert all(b["objective"] <= a["objective"] for a, b in zip(tuner.history_, tuner.history_[1:]))
     again = APRO().fit(data, init)
     assert np.array_equal(w, again), "APRO must be deterministic"
     # the optimum does not depend on the start point (strictly convex objective)
     from_uniform = APRO(tol=1e-8).fit(data, np.ones_like(init))
     tight = APRO(tol=1e-8).fit(data, init)
     assert relative_error(from_uniform, tight) < 1e-5
+    # the training BLEU of the unique optimum (0.774099 example, 0.092482 scorer100)
+    assert data.bleu(tight, smooth="none") == bleu > INIT_BLEU[name]
 
 
 def test_apro_does_not_depend_on_the_thread_count():
@@ -211,6 +221,9 @@ def test_apro_does_not_depend_on_the_thread_count():
 
 
 def test_apro_sparse_fixture_and_interpolation():
+    """APRO's unique optimum gives the two sparse features weights -0.00079 and -0.0094 (the objective's
+    gradient in them is 0.00096 and 0.010 with them at 0), the same to 1e-12 with the features times
+    (1 + 1e-9 noise): ``!= 0`` has that much room."""
     data, init = moses_fixture("sparse_demo")
     assert len(data.space) - data.space.n_dense == 2
     w = APRO().fit(data, init)
@@ -247,15 +260,30 @@ def test_pro_pair_sampling_statistics():
 
 
 def test_pro_seeded_determinism_and_improvement():
+    """PRO minimises the regularised logistic loss of its sampled pairs; the classifier ``w'``
+    (``w = psi w' + (1 - psi) init``) is that loss's unique minimum. Measured over seeds 0-29, with and
+    without the features times (1 + 1e-9 noise): L(w') / L(0) <= 0.208 and L(w') / L(init) <= 0.159
+    (checked < 0.3), |grad L(w')| / |grad L(0)| <= 2.5e-7 (checked <= 1e-4). The training BLEU gain over init
+    was 0.00118 to 0.00180 (never <= 0, and the same with the perturbation: BLEU is a step function);
+    pairs kept 2473 to 2504."""
     data, init = moses_fixture("scorer100")
-    w = PRO(seed=1).fit(data, init)
+    tuner = PRO(seed=1)
+    w = tuner.fit(data, init)
     assert np.array_equal(w, PRO(seed=1).fit(data, init))
     assert not np.array_equal(w, PRO(seed=2).fit(data, init))
+    dense, sparse, labels = training_set(*pair_differences(data, *tuner.pairs_))
+
+    def loss(v):
+        return logistic_loss(v, dense, sparse, labels, tuner.lam)
+
+    classifier = (w - (1.0 - tuner.psi) * init) / tuner.psi
+    zero = np.zeros_like(w)
+    assert loss(classifier)[0] < 0.3 * min(loss(zero)[0], loss(init)[0])
+    assert np.linalg.norm(loss(classifier)[1]) <= 1e-4 * np.linalg.norm(loss(zero)[1])
+    assert tuner.history_[-1]["loss"] == pytest.approx(loss(classifier)[0], rel=1e-9)
     bleu = data.bleu(w, smooth="none")
     print(f"PRO scorer100: BLEU {bleu:.6f} (init {INIT_BLEU['scorer100']})")
     assert bleu > INIT_BLEU["scorer100"]
-    tuner = PRO(seed=1)
-    tuner.fit(data, init)
     assert tuner.converged_ and len(tuner.history_) == tuner.n_iter_
     assert 2400 < tuner.pairs_[0].shape[0] <= 5000      # Moses' pro kept 2482 pairs here
     bleu = data.sentence_bleu(**MOSES_PRO_BLEU)
