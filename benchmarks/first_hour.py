@@ -30,10 +30,14 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 
 
-def _timed(argv, cwd, env) -> float:
+def _timed(argv, cwd, env) -> tuple[float, str]:
+    """Seconds ``argv`` took and the last line it printed on stdout (a failure raises, with its output)."""
     began = time.perf_counter()
-    subprocess.run(argv, cwd=cwd, env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    return round(time.perf_counter() - began, 1)
+    done = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True)
+    seconds = round(time.perf_counter() - began, 1)
+    if done.returncode != 0:
+        raise RuntimeError(f"{' '.join(argv)} failed ({done.returncode}):\n{done.stdout[-3000:]}{done.stderr[-3000:]}")
+    return seconds, (done.stdout.strip().splitlines() or [""])[-1]
 
 
 def run(quick: bool = False) -> dict:
@@ -49,17 +53,18 @@ def run(quick: bool = False) -> dict:
         env.pop("VIRTUAL_ENV", None)
         env.pop("PYTHONPATH", None)
         python = str(clone / ".venv" / "bin" / "python")
-        seconds = {"install": _timed([python, "-m", "pip", "install", "-q", "-e", "."], clone, env)}
+        seconds = {"install": _timed([python, "-m", "pip", "install", "-q", "-e", "."], clone, env)[0]}
         minismt = str(clone / ".venv" / "bin" / "minismt")
-        seconds["first_demo"] = _timed([minismt, "demo", "--out", "report-a", "--quiet"], clone, env)
-        seconds["later_demo"] = _timed([minismt, "demo", "--out", "report-b", "--quiet"], clone, env)
-        seconds["rerun_demo"] = _timed([minismt, "demo", "--out", "report-a", "--quiet"], clone, env)
+        seconds["first_demo"] = _timed([minismt, "demo", "--out", "report-a", "--quiet"], clone, env)[0]
+        seconds["later_demo"] = _timed([minismt, "demo", "--out", "report-b", "--quiet"], clone, env)[0]
+        seconds["rerun_demo"] = _timed([minismt, "demo", "--out", "report-a", "--quiet"], clone, env)[0]
+        tests = None
         if not quick:
             seconds["install_test_extras"] = _timed([python, "-m", "pip", "install", "-q", "-e", ".[test]"],
-                                                    clone, env)
-            seconds["tests"] = _timed([python, "-m", "pytest", "-q", "-p", "no:cacheprovider"], clone, env)
+                                                    clone, env)[0]
+            seconds["tests"], tests = _timed([python, "-m", "pytest", "-q", "-p", "no:cacheprovider"], clone, env)
     load_after = os.getloadavg()
-    return {"commit": commit, "seconds": seconds,
+    return {"commit": commit, "seconds": seconds, "tests": tests,
             "load_average_1min_before": round(load_before[0], 2), "load_average_1min_after": round(load_after[0], 2),
             "measured": f"{datetime.date.today().isoformat()}, fresh clone, load average {load_before[0]:.2f} "
                         f"before and {load_after[0]:.2f} after"}
