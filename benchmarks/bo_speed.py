@@ -3,7 +3,7 @@
 * evaluation: corpus BLEU of the Viterbi translations of all dev forests at one
   weight vector, by :class:`minismt.hypergraph.batch.ForestBatch` (``bleu``: one
   numba call; ``bleu_many``: a batch of vectors, in parallel threads), against
-  the slow reference :meth:`tuners.base.ForestData.bleu` (one Viterbi, string
+  the slow reference :meth:`minismt.hypergraph.ForestData.bleu` (one Viterbi, string
   join and re-tokenisation per forest) measured in the same run on the same
   points (and checked equal);
 * GP step: fitting the GP (hyperparameters by L-BFGS-B with the tuner's default
@@ -36,7 +36,7 @@ from minismt.features import FeatureSpace
 from minismt.hypergraph import read_cdec_json
 from minismt.hypergraph.batch import ForestBatch
 from minismt.metrics import BleuReferences
-from tuners.base import ForestData
+from minismt.hypergraph import ForestData
 from tuners.bayesopt import BoxBayesOpt
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

@@ -36,7 +36,7 @@ from minismt.corpus import Vocabulary
 from minismt.features import FeatureSpace
 from minismt.hypergraph import read_cdec_json
 from minismt.metrics import BleuReferences
-from tuners.base import ForestData
+from minismt.hypergraph import ForestData
 from tuners.hgmert import HypergraphMERT, _Forests
 from tuners.mert import _SMOOTH
 

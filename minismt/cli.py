@@ -182,7 +182,7 @@ def _decode_command(args) -> int:
     from minismt.features import read_weights
     from minismt.io import check_writable_dir, check_writable_file, read_lines, write_lines
     from minismt.parallel import DecodeJob, decode_corpus
-    from minismt.train import load_manifest
+    from minismt.manifest import load_manifest
     _at_least("--kbest", args.kbest, 0)
     _at_least("--stack", args.stack, 1)
     _at_least("--jobs", args.jobs, 1)

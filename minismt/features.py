@@ -143,6 +143,22 @@ class FeatureSpace:
             w[index] = value
         return w
 
+    def start_weights(self, w0) -> np.ndarray:
+        """A start point as a finite float64 array over the space: a ``{name: weight}`` dict naming every
+        dense feature, or an array of at least the dense weights (missing sparse weights are 0)."""
+        if isinstance(w0, Mapping):
+            w = self.weights(w0, grow=False, require_dense=True)
+        else:
+            w = np.asarray(w0, dtype=np.float64)
+            if w.ndim != 1 or not self.n_dense <= w.shape[0] <= len(self):
+                raise InputError(f"start weights of shape {w.shape}",
+                                 expected=f"a weight for each of the {self.n_dense} dense features "
+                                          f"(and at most the {len(self) - self.n_dense} sparse ones)")
+            w = np.concatenate([w, np.zeros(len(self) - w.shape[0])])
+        if not np.all(np.isfinite(w)):
+            raise InputError("start weights contain NaN or inf", expected="finite weights")
+        return w
+
     def weights_dict(self, w: np.ndarray, skip_zero_sparse: bool = True) -> dict[str, float]:
         """``{name: weight}`` of a weight array; zero sparse weights are left out."""
         w = np.asarray(w, dtype=np.float64)

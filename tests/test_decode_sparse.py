@@ -29,7 +29,7 @@ from minismt.io import read_lines
 from minismt.kbest import KBestBuilder
 from minismt.lm import LanguageModel, estimate_kn
 from minismt.parallel import DecodeJob, decode_corpus
-from minismt.train import load_manifest
+from minismt.manifest import load_manifest
 from plugins.moses.nbest import read_nbest, split_indexed_name, write_kbest_nbest
 
 BOTH = ("rule-id", "word-pair")

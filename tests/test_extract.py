@@ -433,7 +433,7 @@ def moses_fixture(name):
 def test_moses_fixture_tables_read_and_rewrite_byte_for_byte(tmp_path):
     pt_path = moses_fixture("phrase-table.head2000.txt")
     ro_path = moses_fixture("reordering-table.wbe-msd-bidirectional-fe.head2000.txt")
-    table = PhraseTable.from_moses(pt_path, ro_path)
+    table = read_moses_tables(pt_path, ro_path)
     pt_lines, ro_lines = text_lines(pt_path), text_lines(ro_path)
     assert len(table) == len(pt_lines) == len(ro_lines) == 2000
     for r, (line, ro_line) in enumerate(zip(pt_lines, ro_lines)):
@@ -451,7 +451,7 @@ def test_moses_fixture_tables_read_and_rewrite_byte_for_byte(tmp_path):
 
 
 def test_moses_fixture_matches_the_formulas_implemented():
-    table = PhraseTable.from_moses(moses_fixture("phrase-table.head2000.txt"),
+    table = read_moses_tables(moses_fixture("phrase-table.head2000.txt"),
                                    moses_fixture("reordering-table.wbe-msd-bidirectional-fe.head2000.txt"))
     c_e, c_f, c_fe = table.counts.T
     # counts are c(e) c(f) c(f,e): p(f|e) = c(f,e)/c(e), p(e|f) = c(f,e)/c(f)
@@ -531,7 +531,7 @@ def test_binary_save_load_round_trip_and_lookup(tmp_path):
 
 
 def test_lookup_on_the_moses_fixture(tmp_path):
-    table = PhraseTable.from_moses(moses_fixture("phrase-table.head2000.txt"))
+    table = read_moses_tables(moses_fixture("phrase-table.head2000.txt"))
     assert table.reordering is None
     table.save(tmp_path / "t.npz")
     table = PhraseTable.load(tmp_path / "t.npz")

@@ -14,7 +14,7 @@ from minismt.hypergraph import HypergraphBuilder, read_cdec_json
 from minismt.hypergraph.batch import ForestBatch
 from minismt.metrics import BleuReferences
 from plugins.cdec.weights import read_cdec_weights
-from tuners.base import ForestData
+from minismt.hypergraph import ForestData
 
 CDEC = ("fixtures", "cdec")
 WORDS = ["the", "a", "house", "small", "is", "The", "HOUSE", "green", "zz", "qq"]

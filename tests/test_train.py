@@ -9,7 +9,8 @@ from corpora.synthetic import write_synthetic
 from minismt.cli import main
 from minismt.corpus import Alignment
 from minismt.errors import InputError
-from minismt.train import Trainer, TrainingConfig, load_manifest
+from minismt.manifest import load_manifest
+from minismt.train import Trainer, TrainingConfig
 
 
 @pytest.fixture(scope="module")

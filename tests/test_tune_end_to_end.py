@@ -87,7 +87,7 @@ def test_decode_with_tuned_weights_and_kbest(system, tmp_path):
 def test_tune_init_weights_must_cover_the_model(system, tmp_path, capsys):
     """--init with a dense feature missing, or an unknown name, is one clear error naming the file."""
     data, model = system
-    from minismt.train import load_manifest
+    from minismt.manifest import load_manifest
     names = load_manifest(str(model))["features"]
     base = ["tune", "--model", str(model), "--dev-src", str(data / "dev.src"), "--dev-ref",
             str(data / "dev.tgt"), "--tuner", "apro", "--iterations", "1", "--kbest", "5",

@@ -17,7 +17,7 @@ from minismt.hypergraph import HypergraphBuilder, read_cdec_json
 from minismt.kbest import KBestBuilder
 from minismt.metrics import BleuReferences
 from plugins.cdec.weights import read_cdec_weights
-from tuners.base import ForestData
+from minismt.hypergraph import ForestData
 from tuners.bayesopt import CHGBO, HGBO, HGREMBO, NBLBO, BoxBayesOpt, expected_improvement
 
 FAST = dict(steps=12, n_candidates=400, n_local=100, n_restarts=0)

@@ -34,7 +34,7 @@ from minismt.metrics import BleuReferences
 from plugins.cdec.weights import read_cdec_weights
 from tuners import _envelope_kernels as E
 from tuners import hgmert
-from tuners.base import ForestData
+from minismt.hypergraph import ForestData
 from tuners.hgmert import HypergraphMERT, best_interval, forest_envelope, line_search
 from tuners.mert import MERT
 

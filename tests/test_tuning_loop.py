@@ -17,7 +17,7 @@ import pytest
 
 from fake_decoder import REFS, FakeDecoder, RandomSearch
 from minismt.errors import InputError
-from tuners.devdecoder import CommandDevDecoder
+from plugins.command import CommandDevDecoder
 from tuners.loop import TuningRun
 
 PROGRAM = str(Path(__file__).with_name("fake_decoder.py"))

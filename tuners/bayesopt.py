@@ -49,7 +49,7 @@ paper leaves open, and the choices made here:
 Variants (Sec. 2):
 
 * ``hg-bo`` (HG-BO, Algorithm 1): forests of the current iteration
-  (:class:`~tuners.base.ForestData`), evaluated by
+  (:class:`~minismt.hypergraph.ForestData`), evaluated by
   :class:`~minismt.hypergraph.batch.ForestBatch` (one numba call per point);
 * ``chg-bo`` (CHG-BO): the same on the forests of the previous and the current
   iteration together ("combines hypergraphs from one previous and current
@@ -92,9 +92,10 @@ import warnings
 import numpy as np
 
 from minismt.errors import InputError
+from minismt.hypergraph import ForestData
 from minismt.kbest import KBest
 from minismt.metrics import corpus_bleu_from_stats
-from tuners.base import ForestData, HypergraphTuner, Tuner, register
+from tuners.base import HypergraphTuner, Tuner, register
 
 BOUND = 0.1
 """Half-width ``b`` of the search box (Sec. 3, footnote 4)."""

@@ -58,10 +58,10 @@ import numba
 import numpy as np
 
 from minismt.errors import InputError
-from minismt.hypergraph import Hypergraph
+from minismt.hypergraph import ForestData, Hypergraph
 from tuners import _envelope_kernels as E
 from tuners import _mert_kernels as K
-from tuners.base import ForestData, HypergraphTuner, register
+from tuners.base import HypergraphTuner, register
 from tuners.mert import _SMOOTH, MERT, OUTSIDE, _SearchBase
 
 DIRECTION_BLOCK = 1 << 22
@@ -136,7 +136,7 @@ class HypergraphMERT(HypergraphTuner, MERT):
 
     The parameters, the search and the result are n-best MERT's
     (:class:`tuners.mert.MERT`, Moses' ``mert``), only the line search runs over
-    every derivation of the forests of a :class:`~tuners.base.ForestData`
+    every derivation of the forests of a :class:`~minismt.hypergraph.ForestData`
     instead of a k-best list:
 
     n_random_restarts : searches from random points besides the one from ``w0`` (0: dpmert.pl

@@ -47,9 +47,10 @@ import numpy as np
 from minismt.errors import InputError
 from minismt.features import FeatureSpace
 from minismt.io import atomic_write, lines_sha256, write_lines
+from minismt.hypergraph import ForestData
 from minismt.kbest import KBest
 from minismt.metrics import BleuReferences, corpus_bleu_from_stats
-from tuners.base import ForestData, Tuner, get_tuner, start_weights
+from tuners.base import Tuner, get_tuner
 
 CHECKPOINT = "checkpoint.json"
 SETTINGS = "run.json"
@@ -221,7 +222,7 @@ class TuningRun:
     def run(self, w0) -> np.ndarray:
         """Tune from ``w0`` (or resume); returns the final weights and writes ``weights.final``."""
         space = self.decoder.space
-        weights = start_weights(space, w0)
+        weights = space.start_weights(w0)
         accumulated: KBest | list[KBest] | None = None
         start = 0
         self._claim()

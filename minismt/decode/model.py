@@ -20,8 +20,8 @@ from minismt.errors import InputError
 from minismt.extract.table import PhraseTable
 from minismt.features import FeatureSpace
 from minismt.lm import LanguageModel
-from minismt.train import DEFAULT_WEIGHTS as TRAIN_DEFAULT_WEIGHTS
-from minismt.train import load_manifest
+from minismt.manifest import DEFAULT_WEIGHTS as TRAIN_DEFAULT_WEIGHTS
+from minismt.manifest import load_manifest
 
 # The dense features of the phrase-based model, named as Moses names them in features.dat.
 FEATURE_NAMES = (

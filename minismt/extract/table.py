@@ -97,7 +97,7 @@ def _array_to_words(data: np.ndarray, offsets: np.ndarray) -> list[str]:
 class PhraseTable:
     """Phrase pairs with scores, alignments and reordering probabilities (see the module
     docstring for the arrays). Build one with :func:`minismt.extract.train_phrase_table`,
-    :meth:`from_moses`, :meth:`from_rows` or :meth:`load`."""
+    :func:`minismt.extract.read_moses_tables`, :meth:`from_rows` or :meth:`load`."""
 
     def __init__(self, src_vocab: Vocabulary, tgt_vocab: Vocabulary, src_words: np.ndarray,
                  src_offsets: np.ndarray, row_offsets: np.ndarray, tgt_words: np.ndarray,
@@ -331,10 +331,3 @@ class PhraseTable:
             raise InputError(f"not a phrase table saved by minismt ({type(err).__name__}: {err})",
                              path) from None
 
-    @classmethod
-    def from_moses(cls, phrase_table_path: str | os.PathLike,
-                   reordering_path: str | os.PathLike | None = None) -> "PhraseTable":
-        """Read a Moses text phrase table and, optionally, its msd-bidirectional-fe
-        reordering table (plain or gzipped); see :mod:`minismt.extract.moses`."""
-        from minismt.extract.moses import read_moses_tables
-        return read_moses_tables(phrase_table_path, reordering_path)

@@ -29,12 +29,16 @@ dead or unreachable goes and the nodes are renumbered.
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from minismt.errors import InputError
 from minismt.hypergraph import _kernels
-from minismt.hypergraph.graph import Hypergraph
+from minismt.hypergraph.kbest import Derivation
+
+if TYPE_CHECKING:  # the class's methods call these functions: graph.py imports this module
+    from minismt.hypergraph.graph import Hypergraph
 
 
 def _scores(hg: Hypergraph, w) -> np.ndarray:
@@ -49,7 +53,6 @@ def viterbi_scores(hg: Hypergraph, w=None) -> tuple[np.ndarray, np.ndarray]:
 
 def viterbi(hg: Hypergraph, w=None):
     """The best derivation of the goal, or None for the empty hypergraph."""
-    from minismt.hypergraph.kbest import Derivation
     if hg.n_nodes == 0:
         return None
     value, best = viterbi_scores(hg, w)
@@ -187,7 +190,7 @@ def subgraph(hg: Hypergraph, edge_mask) -> Hypergraph:
     tail_offsets, tail_pos = _gather(hg.tail_offsets, edge_keep)
     feat_offsets, feat_pos = _gather(hg.feat_offsets, edge_keep)
     tmpl_offsets, tmpl_pos = _gather(hg.tmpl_offsets, edge_keep)
-    return Hypergraph(
+    return type(hg)(
         hg.space, hg.vocab, n, in_offsets, tail_offsets, new_id[hg.tails[tail_pos]].astype(np.int32),
         feat_offsets, hg.feat_ids[feat_pos], hg.feat_values[feat_pos], tmpl_offsets, hg.tmpl[tmpl_pos],
         rules=hg.rules, edge_rule=None if hg.edge_rule is None else hg.edge_rule[edge_keep],

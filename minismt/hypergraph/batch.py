@@ -2,14 +2,14 @@
 
 Hypergraph tuners (HG-BO and friends, :mod:`tuners.bayesopt`) evaluate the
 BLEU of the Viterbi translations of fixed forests at thousands of weight
-vectors. :meth:`ForestData.bleu <tuners.base.ForestData.bleu>` does this with
+vectors. :meth:`ForestData.bleu <minismt.hypergraph.ForestData.bleu>` does this with
 one Python-level Viterbi, string join and re-tokenisation per forest;
 :class:`ForestBatch` concatenates every forest's arrays once and maps each
 forest's target words to the reference-local token ids of its dev sentence
 once, so that one evaluation (reweighting, Viterbi, choice of the best forest
 of each sentence, yields, BLEU statistics) is a single numba call
 (:mod:`minismt.hypergraph._batch_kernels`) with no Python loop over forests or
-edges. The results are identical to :class:`~tuners.base.ForestData`'s:
+edges. The results are identical to :class:`~minismt.hypergraph.ForestData`'s:
 same floating-point operations (so the same ties: the first maximising edge,
 the first best forest of a sentence), same statistics kernel.
 """
@@ -22,6 +22,7 @@ import numpy as np
 
 from minismt.errors import InputError
 from minismt.hypergraph import _batch_kernels as K
+from minismt.hypergraph.forests import ForestData
 from minismt.metrics import N_STATS, corpus_bleu_from_stats, tokenize
 from minismt.metrics import _kernels as bleu_kernels
 
@@ -29,7 +30,7 @@ _SMOOTH = {"exp": bleu_kernels.SMOOTH_EXP, "none": bleu_kernels.SMOOTH_NONE}
 
 
 class ForestBatch:
-    """All forests of a :class:`~tuners.base.ForestData` as one set of arrays, for fast BLEU.
+    """All forests of a :class:`~minismt.hypergraph.ForestData` as one set of arrays, for fast BLEU.
 
     Built once (``O(size of the forests)``, plus a Python pass over the
     distinct (sentence, word) pairs); then :meth:`stats`, :meth:`bleu`,
@@ -48,9 +49,8 @@ class ForestBatch:
     """
 
     def __init__(self, data):
-        from tuners.base import ForestData
         if not isinstance(data, ForestData):
-            raise InputError(f"forest data of type {type(data).__name__}", expected="a tuners.base.ForestData")
+            raise InputError(f"forest data of type {type(data).__name__}", expected="a minismt.hypergraph.ForestData")
         forests = data.forests
         self.space = data.space
         self.vocab = forests[0].vocab

@@ -37,6 +37,7 @@ import numpy as np
 from minismt.corpus import Vocabulary
 from minismt.errors import InputError
 from minismt.features import FeatureSpace
+from minismt.hypergraph import _kernels, algorithms, kbest
 
 
 def _array(values, dtype, name: str, ndim: int = 1) -> np.ndarray:
@@ -241,7 +242,6 @@ class Hypergraph:
 
     def edge_scores(self, w=None) -> np.ndarray:
         """``w . f_e`` for every edge (the stored :attr:`scores` when ``w`` is None)."""
-        from minismt.hypergraph import _kernels
         if w is None:
             if self.scores is None:
                 raise InputError("no weights given and the hypergraph was not reweighted",
@@ -262,62 +262,50 @@ class Hypergraph:
     # ---- algorithms (see algorithms.py and kbest.py) ---------------------------------
     def viterbi(self, w=None):
         """The best derivation (:class:`~minismt.hypergraph.kbest.Derivation`), or None if there is no node."""
-        from minismt.hypergraph import algorithms
         return algorithms.viterbi(self, w)
 
     def viterbi_scores(self, w=None) -> tuple[np.ndarray, np.ndarray]:
         """Best score of every node and its back-pointer edge (-1 for start nodes)."""
-        from minismt.hypergraph import algorithms
         return algorithms.viterbi_scores(self, w)
 
     def inside(self, w=None) -> np.ndarray:
         """Log inside score of every node (log semiring)."""
-        from minismt.hypergraph import algorithms
         return algorithms.inside(self, w)
 
     def outside(self, w=None, inside=None) -> np.ndarray:
         """Log outside score of every node (``-inf`` where no derivation of the goal passes)."""
-        from minismt.hypergraph import algorithms
         return algorithms.outside(self, w, inside)
 
     def log_partition(self, w=None) -> float:
         """``log Z``: log-sum-exp of the scores of all derivations of the goal."""
-        from minismt.hypergraph import algorithms
         return algorithms.log_partition(self, w)
 
     def edge_posteriors(self, w=None) -> np.ndarray:
         """Posterior (expected count) of every edge under ``p(d) = exp(score(d)) / Z``."""
-        from minismt.hypergraph import algorithms
         return algorithms.edge_posteriors(self, w)
 
     def node_posteriors(self, w=None) -> np.ndarray:
         """Posterior (expected count) of every node."""
-        from minismt.hypergraph import algorithms
         return algorithms.node_posteriors(self, w)
 
     def max_marginals(self, w=None) -> np.ndarray:
         """Score of the best derivation that uses each edge."""
-        from minismt.hypergraph import algorithms
         return algorithms.max_marginals(self, w)
 
     def prune_mask(self, threshold: float, w=None, by: str = "max_marginal") -> np.ndarray:
         """Boolean mask of the edges that posterior/max-marginal pruning keeps (see :func:`algorithms.prune_mask`)."""
-        from minismt.hypergraph import algorithms
         return algorithms.prune_mask(self, threshold, w, by)
 
     def prune(self, threshold: float, w=None, by: str = "max_marginal") -> "Hypergraph":
         """The pruned forest (see :func:`algorithms.prune`)."""
-        from minismt.hypergraph import algorithms
         return algorithms.prune(self, threshold, w, by)
 
     def subgraph(self, edge_mask) -> "Hypergraph":
         """The forest of the kept edges, without dead or unreachable parts, renumbered."""
-        from minismt.hypergraph import algorithms
         return algorithms.subgraph(self, edge_mask)
 
     def kbest(self, k: int, w=None, distinct: bool = False):
         """The ``k`` best derivations (:class:`~minismt.hypergraph.kbest.KBestList`), Huang & Chiang (2005) Alg. 3."""
-        from minismt.hypergraph import kbest
         return kbest.kbest(self, k, w, distinct)
 
     def yield_of(self, edges) -> str:

@@ -12,7 +12,7 @@ import textwrap
 FORMATTER = argparse.RawDescriptionHelpFormatter
 
 # The demo: the built-in synthetic corpus, five tuners (three seeds each where they are random).
-# Measured on 2 idle cores: 55 s with numba's kernels cached; 124 s on a fresh clone (empty numba cache).
+# Its times on a fresh clone are benchmarks/RESULTS.md's first-hour (the README quotes them).
 DEMO_CONFIG = {
     "corpus": {"name": "synthetic", "size": 3000, "seed": 1, "dev": 150, "test": 200},
     "train": {"lm_order": 3},
@@ -182,10 +182,10 @@ def add_pipeline_commands(sub) -> None:
             "test BLEU mean ± sd over seeds and its range, chrF2, TER, the paired-bootstrap p-value "
             "against MERT, tuning time).",
             "The report (report.md, report.json, dev_bleu.png, test_bleu.png, error_surface.png, "
-            "hypergraph.png) goes to the current folder or --out DIR, the cached steps to "
-            "OUT/minismt-demo-work; a second run reuses them and takes seconds. It takes about 55 "
-            "seconds on 2 idle cores once numba has cached its compiled kernels; the first run on a "
-            "machine also compiles them (about 2 minutes in all).",
+            "hypergraph.png) goes to the current folder or --out DIR, the steps' outputs to a work "
+            "folder (--work-dir; printed at the end); a second run reuses them and takes seconds. "
+            "Measured on 2 idle cores: 49 s once numba has cached its compiled kernels, 130 s the "
+            "first time on a machine (compiling them), 4 s for a rerun.",
             "--print-config prints the demo's configuration as TOML: a starting point for your own "
             "'minismt pipeline' experiments."))
     d.add_argument("--out", default=".", metavar="DIR", help="report folder (default: the current folder)")

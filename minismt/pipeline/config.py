@@ -445,7 +445,7 @@ def check_config(data: dict, path: str | None = None, base_dir: str | None = Non
             fail(f"tune.params.{tuner}: {err}", f"tune.params.{tuner}", None)
     if test["stack"] is None:
         test["stack"] = tune["stack"]
-    from minismt.train import DEFAULT_WEIGHTS
+    from minismt.manifest import DEFAULT_WEIGHTS
     if sections["output"]["surface_feature"] not in DEFAULT_WEIGHTS:
         fail(f"output.surface_feature = {sections['output']['surface_feature']!r}", "output", "surface_feature",
              expected="a feature of the model: " + ", ".join(DEFAULT_WEIGHTS))

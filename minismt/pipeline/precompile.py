@@ -19,17 +19,22 @@ import tempfile
 
 import numpy as np
 
+from minismt.corpus import Vocabulary
+from minismt.decode import DEFAULT_WEIGHTS
+from minismt.extract.table import PhraseTable
+from minismt.io import atomic_write
+from minismt.manifest import MANIFEST, MANIFEST_FORMAT
+from minismt.parallel import DecodeJob, decode_chunk
+from minismt.pipeline.log import PipelineLog
+from tuners.devdecoder import MinismtDevDecoder
+from tuners.loop import TuningRun
+
 SOURCES = ["a b c d", "b c a", "d a b c e", "c d e a b", "e"]
 REFERENCES = ["x y z w", "y z x", "w x y z v", "z w v x y", "v"]
 
 
 def write_toy_model(folder: str) -> str:
     """A model directory like ``minismt train``'s: phrase pairs over :data:`SOURCES` and a bigram ARPA LM."""
-    from minismt.corpus import Vocabulary
-    from minismt.decode import DEFAULT_WEIGHTS
-    from minismt.extract.table import PhraseTable
-    from minismt.io import atomic_write
-    from minismt.train import MANIFEST, MANIFEST_FORMAT
     rng = np.random.default_rng(0)
     src_words = sorted({w for s in SOURCES for w in s.split()})
     tgt_words = sorted({w for r in REFERENCES for w in r.split()})
@@ -75,9 +80,6 @@ def compile_kernels(tune: dict, log_path: str | None = None) -> list[str]:
     """One tuning iteration of each tuner of ``tune`` (the pipeline's ``[tune]`` table) on the toy model,
     and a 1-best decode; returns the tuners that failed on it (logged, not raised: the real runs then
     compile what is missing themselves)."""
-    from minismt.parallel import DecodeJob, decode_chunk
-    from tuners.devdecoder import MinismtDevDecoder
-    from tuners.loop import TuningRun
     failed = []
     with tempfile.TemporaryDirectory(prefix="minismt-precompile-") as folder:
         model_dir = write_toy_model(folder)
@@ -93,7 +95,6 @@ def compile_kernels(tune: dict, log_path: str | None = None) -> list[str]:
                 except Exception as err:  # a toy problem a tuner cannot handle only means less is compiled here
                     failed.append(tuner)
                     if log_path:
-                        from minismt.pipeline.run import PipelineLog
                         PipelineLog(log_path, echo=False)(f"precompile: {tuner} on the toy model: "
                                                           f"{type(err).__name__}: {err}")
         finally:

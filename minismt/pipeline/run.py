@@ -30,6 +30,7 @@ from minismt import __version__
 from minismt.errors import InputError
 from minismt.io import atomic_write, file_sha256, json_sha256, read_lines, write_lines
 from minismt.pipeline.config import LOCAL, SYNTHETIC, PipelineConfig
+from minismt.pipeline.log import PipelineLog
 
 STEP_FILE = "step.json"
 LOG_FILE = "pipeline.log"
@@ -42,25 +43,6 @@ def files_digest(paths) -> str:
     for path in paths:
         h.update(file_sha256(path).encode())
     return h.hexdigest()
-
-
-class PipelineLog:
-    """Appends time-stamped lines to the log file; echoes them to stderr (above any progress bar)."""
-
-    def __init__(self, path: str, echo: bool = True):
-        self.path = path
-        self.echo = echo
-        self._lock = threading.Lock()
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-
-    def __call__(self, message: str) -> None:
-        stamp = time.strftime("%Y-%m-%d %H:%M:%S")
-        with self._lock:
-            with open(self.path, "a", encoding="utf-8") as handle:
-                handle.write(f"{stamp} {message}\n")
-            if self.echo:
-                from minismt.progress import log
-                log(f"[pipeline] {message}")
 
 
 @dataclass
@@ -407,7 +389,7 @@ class Pipeline:
         step's seconds are its own decoding and scoring time."""
         from minismt.metrics.evaluate import evaluate
         from minismt.parallel import DecodeJob, decode_chunk, decode_requests, process_pool, stop_pool
-        from minismt.train import load_manifest
+        from minismt.manifest import load_manifest
         s = self.config.test
         model_dir = os.path.join(model.folder, model.result["model_dir"])
         systems: dict[str, tuple[str, dict]] = {}  # tune key (or "untuned") -> (label, weights)
