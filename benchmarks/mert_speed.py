@@ -21,8 +21,8 @@ import numpy as np
 
 from minismt.features import FeatureSpace
 from minismt.kbest import KBest
-from plugins.moses.mertfiles import read_extractor_files
-from tuners.mert import MERT, read_init_opt
+from plugins.moses.mertfiles import read_extractor_files, read_init_opt
+from tuners.mert import MERT
 
 MOSES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "moses"
 MOSES_SECONDS = 2.05

@@ -1,4 +1,8 @@
-"""``minismt corpora``: generate the synthetic corpus, fetch and prepare real ones, list them."""
+"""``minismt corpora``: generate the synthetic corpus, fetch and prepare real ones, list them.
+
+``minismt --help`` imports this module: the commands import :mod:`corpora.synthetic` and
+:mod:`corpora.fetch` (numpy, the tokenizer's modules: 0.17 s) when they run.
+"""
 
 from __future__ import annotations
 

@@ -16,9 +16,8 @@ import pytest
 from conftest import shared_path
 
 from plugins.moses.kbmira_cli import format_bleu, main
-from plugins.moses.mertfiles import read_extractor_files
+from plugins.moses.mertfiles import read_extractor_files, read_kbmira_weights
 from tuners import get_tuner
-from tuners.kbmira import read_kbmira_weights
 
 REPO = Path(__file__).resolve().parents[1]
 DEDUPFIX = {  # Initial BLEU, Best BLEU of kbmira-dedupfix (README of the fixtures)

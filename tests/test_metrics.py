@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 from conftest import shared_path
 from minismt.errors import InputError
 from minismt.io import read_lines
-from minismt.metrics import (BleuReferences, corpus_bleu, corpus_bleu_from_stats, sentence_bleu)
+from minismt.metrics import (BleuReferences, bleu_plus_one, corpus_bleu, corpus_bleu_from_stats,
+                             sentence_bleu)
 
 WORDS = ["a", "the", "cat", "dog", "sat", "on", "mat", "The", "A", "Dog", ".", "é", "naïve"]
 
@@ -153,6 +154,19 @@ def test_lin_och_bleu_plus1_by_hand():
     assert stats.tolist() == [2, 3, 1, 2, 0, 1, 0, 0, 3]
     expected = math.exp((math.log(2 / 3) + math.log(2 / 3) + math.log(1 / 2) + math.log(1 / 1)) / 4)
     assert sentence_bleu(stats) == pytest.approx(expected, rel=1e-15)
+
+
+def test_bleu_plus_one_takes_the_options_as_one_dict():
+    stats = BleuReferences([["a b d"], ["a b c d"]]).stats([0, 1], ["a b c", "a b"])
+    moses = {"smooth_unigram": True}
+    assert np.array_equal(bleu_plus_one(stats, None), sentence_bleu(stats))
+    assert np.array_equal(bleu_plus_one(stats, None, moses), sentence_bleu(stats, smooth_unigram=True))
+    assert np.array_equal(bleu_plus_one(stats, {}, moses), sentence_bleu(stats))  # {} is no option
+    options = {"smooth_bp": True, "ref_scale": 1.05, "unclipped_bp": True}
+    assert np.array_equal(bleu_plus_one(stats, options), sentence_bleu(stats, **options))
+    for bad in ["plus-one", ["smooth_bp"], {"no_such_option": True}, {"ref_scale": None}]:
+        with pytest.raises(InputError, match="BLEU\\+1 options"):
+            bleu_plus_one(stats, bad)
 
 
 def test_corpus_bleu_no_match_and_empty():

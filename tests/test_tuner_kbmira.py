@@ -18,10 +18,10 @@ from minismt.errors import InputError
 from minismt.features import FeatureSpace
 from minismt.kbest import KBest, KBestBuilder
 from minismt.metrics import corpus_bleu_from_stats
-from plugins.moses.mertfiles import read_extractor_files
+from plugins.moses.mertfiles import read_extractor_files, read_kbmira_weights, write_kbmira_weights
 from tuners import _kbmira_kernels as kernels
 from tuners.base import REGISTRY
-from tuners.kbmira import BACKGROUND_INIT, KBMIRA, read_kbmira_weights, write_kbmira_weights
+from tuners.kbmira import BACKGROUND_INIT, KBMIRA
 
 DENSE = ["d_0", "d_1", "d_2"]
 SPARSE = ["sp_a", "sp_b", "sp_c"]

@@ -22,11 +22,11 @@ from minismt.errors import InputError
 from minismt.features import FeatureSpace
 from minismt.kbest import KBest
 from minismt.metrics import corpus_bleu_from_stats
-from plugins.moses.mertfiles import read_extractor_files
+from plugins.moses.mertfiles import read_extractor_files, read_init_opt
 from tuners import _mert_kernels as K
 from tuners import mert
 from tuners.base import REGISTRY
-from tuners.mert import MERT, read_init_opt
+from tuners.mert import MERT
 
 SMOOTH = {"none": K.SMOOTH_NONE, "exp": K.SMOOTH_EXP}
 

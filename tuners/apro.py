@@ -37,9 +37,9 @@ from scipy.optimize import minimize
 
 from minismt.errors import InputError
 from minismt.kbest import KBest
+from minismt.metrics import bleu_plus_one
 from tuners import _apro_kernels as kernels
 from tuners.base import Tuner, register
-from tuners.pro import bleu_plus_one
 
 N_BLOCKS = 64
 """Sentences are processed in this many contiguous blocks (in parallel); fixed, so that the
@@ -217,7 +217,7 @@ class APRO(Tuner):
     def fit(self, data: KBest, w0) -> np.ndarray:
         w_old = self.check_data(data, w0)
         self._check_params()
-        bleu = bleu_plus_one(data, self.bleu_options, {})
+        bleu = bleu_plus_one(data.stats, self.bleu_options)
         objective = APROObjective.from_kbest(data, bleu, self.C)
         self.n_pairs_ = objective.n_pairs()
         if self.n_pairs_ == 0:

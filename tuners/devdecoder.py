@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 from concurrent.futures import Executor, ProcessPoolExecutor
+from dataclasses import replace
 from typing import Sequence
 
 import numpy as np
@@ -16,6 +17,7 @@ import numpy as np
 from minismt.corpus import Vocabulary
 from minismt.errors import InputError
 from minismt.features import FeatureSpace
+from minismt.hypergraph import Hypergraph
 from minismt.io import atomic_write, file_sha256, json_sha256, lines_sha256, write_lines
 from minismt.kbest import KBest, KBestBuilder
 from minismt.manifest import load_manifest
@@ -35,6 +37,8 @@ class MinismtDevDecoder:
     def __init__(self, model_dir: str, sentences: Sequence[str], kbest: int = 100, jobs: int = 1,
                  executor: Executor | None = None, stack_size: int = 200,
                  distortion_limit: int | None = None, progress: bool = False, sparse_features=()):
+        # minismt's decoder (0.05 s after this module) when one is made: the Moses and cdec drivers
+        # import this module for ProgramDevDecoder and never decode with it
         from minismt.decode.sparse import parse_sparse_features
         self.sparse_features = parse_sparse_features(sparse_features)
         manifest = load_manifest(model_dir)
@@ -106,9 +110,6 @@ class MinismtDevDecoder:
     def decode_hypergraphs(self, weights: np.ndarray, iteration: int) -> tuple[list, list[str]]:
         """The search graph of every dev sentence under ``weights`` (hypergraph tuners) and the 1-best,
         over this decoder's feature space and one vocabulary shared by every iteration's forests."""
-        from dataclasses import replace
-
-        from minismt.hypergraph import Hypergraph
         job = replace(self._job(weights), kbest=0, return_hypergraph=True)
         outputs = decode_corpus(job, self.sentences, executor=self._executor(), jobs=self.jobs,
                                 progress=self.progress)

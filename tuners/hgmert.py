@@ -58,7 +58,7 @@ import numba
 import numpy as np
 
 from minismt.errors import InputError
-from minismt.hypergraph import ForestData, Hypergraph
+from minismt.hypergraph import ForestData, Hypergraph, _kernels
 from tuners import _envelope_kernels as E
 from tuners import _mert_kernels as K
 from tuners.base import HypergraphTuner, register
@@ -234,7 +234,6 @@ class _Forests:
 
     def intercepts(self, w: np.ndarray) -> np.ndarray:
         """``w . f_e`` of every edge (checked finite)."""
-        from minismt.hypergraph import _kernels
         a = np.empty(self.arrays[3].shape[0] - 1)
         _kernels.edge_scores(self.arrays[3], self.arrays[4], self.arrays[5], w, a)
         if not np.all(np.isfinite(a)):

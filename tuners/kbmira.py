@@ -49,22 +49,18 @@ hope and fear, whatever the size of the feature space.
 
 Moses' weights file (``kbmira -o``: ``F<i> value`` for dense feature ``i``,
 then ``name value`` for sparse features) is written and read by
-:func:`write_kbmira_weights` and :func:`read_kbmira_weights`.
+:func:`plugins.moses.mertfiles.write_kbmira_weights` and
+:func:`plugins.moses.mertfiles.read_kbmira_weights`.
 """
 
 from __future__ import annotations
 
 import math
 import numbers
-import os
-import re
-from typing import Mapping, Sequence
 
 import numpy as np
 
 from minismt.errors import InputError
-from minismt.features import FeatureSpace, format_weight, parse_float
-from minismt.io import atomic_write, iter_lines
 from minismt.kbest import KBest
 from minismt.metrics import corpus_bleu_from_stats
 from tuners import _kbmira_kernels as kernels
@@ -72,11 +68,6 @@ from tuners.base import Tuner, register
 
 BACKGROUND_INIT = (1.0,) * 9
 """Initial background pseudo-document ``[m1 t1 m2 t2 m3 t3 m4 t4 ref_len]`` of Moses' kbmira (all 1)."""
-
-SPARSE_WEIGHT_THRESHOLD = 1e-8
-"""Sparse weights with ``|w|`` at most this are left out of a kbmira weights file (as Moses)."""
-
-_DENSE_NAME = re.compile(r"F([0-9]+)")
 
 
 @register("kbmira")
@@ -220,82 +211,4 @@ def _dedup_by_features(data: KBest) -> KBest:
     return bare.dedup("hypothesis")
 
 
-def write_kbmira_weights(path: str | os.PathLike, kbest_space: FeatureSpace, weights) -> None:
-    """Write :func:`format_kbmira_weights` to ``path``, atomically."""
-    text = format_kbmira_weights(kbest_space, weights, path)
-    with atomic_write(path) as out:
-        out.write(text)
-
-
-def format_kbmira_weights(kbest_space: FeatureSpace, weights, path=None) -> str:
-    """Weights as Moses' kbmira writes them: ``F<i> value`` per dense feature, then sparse ``name value``.
-
-    ``weights`` is an array over ``kbest_space`` (a shorter one is padded with
-    zeros) or a ``{name: weight}`` dict of known names. Sparse weights with
-    ``|w| <= 1e-8`` are left out, as Moses does. Values are written with the
-    shortest text that reads back to the same float (Moses prints 6 significant
-    digits; both read the same way). ``path`` only names the file in errors.
-    """
-    if isinstance(weights, Mapping):
-        w = kbest_space.weights(weights, grow=False)
-    else:
-        w = np.asarray(weights, dtype=np.float64)
-        if w.ndim != 1 or not kbest_space.n_dense <= w.shape[0] <= len(kbest_space):
-            raise InputError(f"weight vector of shape {w.shape}",
-                             expected=f"between {kbest_space.n_dense} and {len(kbest_space)} weights")
-    if not np.all(np.isfinite(w)):
-        raise InputError("weights contain NaN or inf", path, expected="finite weights")
-    lines = [f"F{i} {format_weight(w[i])}" for i in range(kbest_space.n_dense)]
-    for index in range(kbest_space.n_dense, w.shape[0]):
-        if abs(w[index]) > SPARSE_WEIGHT_THRESHOLD:
-            name = kbest_space.name(index)
-            if _DENSE_NAME.fullmatch(name):
-                raise InputError(f"sparse feature name {name!r} would read back as a dense index",
-                                 path, expected="sparse names not of the form F<number>")
-            lines.append(f"{name} {format_weight(w[index])}")
-    return "".join(line + "\n" for line in lines)
-
-
-def read_kbmira_weights(path: str | os.PathLike, dense_names: Sequence[str]) -> dict[str, float]:
-    """``{name: weight}`` from a kbmira weights file: ``F<i>`` is ``dense_names[i]``, other names sparse.
-
-    Every dense index must be given exactly once; blank lines are skipped.
-    ``dense_names`` may also be a :class:`FeatureSpace` (its dense names).
-    """
-    if isinstance(dense_names, FeatureSpace):
-        dense_names = dense_names.dense_names
-    dense_names = list(dense_names)
-    dense: dict[int, float] = {}
-    sparse: dict[str, float] = {}
-    for number, text in iter_lines(path):
-        fields = text.split()
-        if not fields:
-            continue
-        if len(fields) != 2:
-            raise InputError(f"{len(fields)} fields", path, number, "'F<index> value' or 'name value'")
-        name, token = fields
-        value = parse_float(token, path, number, "a weight")
-        match = _DENSE_NAME.fullmatch(name)
-        if match:
-            index = int(match.group(1))
-            if index >= len(dense_names):
-                raise InputError(f"dense index {name}", path, number,
-                                 f"F0 .. F{len(dense_names) - 1} ({len(dense_names)} dense features)")
-            if index in dense:
-                raise InputError(f"{name} given twice", path, number, "each dense index once")
-            dense[index] = value
-        else:
-            if name in sparse or name in dense_names:
-                raise InputError(f"feature {name!r} given twice or as a sparse name of a dense feature",
-                                 path, number, "each sparse name once")
-            sparse[name] = value
-    missing = [f"F{i}" for i in range(len(dense_names)) if i not in dense]
-    if missing:
-        raise InputError(f"no weight for {', '.join(missing[:5])}{' ...' if len(missing) > 5 else ''}",
-                         path, expected=f"F0 .. F{len(dense_names) - 1}")
-    out = {dense_names[i]: dense[i] for i in range(len(dense_names))}
-    out.update(sparse)
-    return out
-
-
-__all__ = ["BACKGROUND_INIT", "KBMIRA", "read_kbmira_weights", "write_kbmira_weights"]
+__all__ = ["BACKGROUND_INIT", "KBMIRA"]

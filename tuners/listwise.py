@@ -86,9 +86,9 @@ import numpy as np
 from minismt.errors import InputError
 from minismt.kbest import KBest
 from minismt.kbest._kernels import model_scores
+from minismt.metrics import bleu_plus_one
 from tuners import _listwise_kernels as kernels
 from tuners.base import Tuner, register
-from tuners.pro import bleu_plus_one
 
 SELECT = ("best", "last")
 
@@ -157,7 +157,7 @@ class ListwiseTuner(Tuner):
     # ---- the objective -----------------------------------------------------------------------
     def _prepare(self, data: KBest) -> tuple[np.ndarray, np.ndarray]:
         """Ground-truth order of every instance and the eval scores ``z = eval_scale * BLEU+1``."""
-        bleu = bleu_plus_one(data, self.bleu_options, {})
+        bleu = bleu_plus_one(data.stats, self.bleu_options)
         order = np.empty(data.n_hypotheses, dtype=np.int64)
         kernels.ground_truth_order(data.offsets, bleu, order)
         return order, self._eval_scale() * bleu

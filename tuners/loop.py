@@ -54,7 +54,6 @@ from tuners.base import Tuner, get_tuner
 
 CHECKPOINT = "checkpoint.json"
 SETTINGS = "run.json"
-ACCUMULATED = "accumulated.npz"
 
 
 class DevDecoder(Protocol):

@@ -41,14 +41,11 @@ component within the restart ranges).
 from __future__ import annotations
 
 import math
-import os
 from typing import Iterable
 
 import numpy as np
 
 from minismt.errors import InputError
-from minismt.features import parse_float
-from minismt.io import iter_lines
 from minismt.kbest import KBest
 from tuners import _mert_kernels as K
 from tuners.base import Tuner, register
@@ -67,37 +64,6 @@ _OPTIMIZERS = ("powell", "random-direction")
 _NORMS = ("l1", "l2", "none")
 
 
-def read_init_opt(path: str | os.PathLike) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
-    """Moses' ``init.opt``: start weights, then optionally the min and max lines of random restarts.
-
-    Each non-blank line holds one value per dense feature, separated by
-    whitespace. Returns ``(start, min, max)``; ``min`` and ``max`` are
-    ``None`` when the file has the start line only.
-    """
-    rows: list[tuple[int, np.ndarray]] = []
-    for number, text in iter_lines(path):
-        tokens = text.split()
-        if not tokens:
-            continue
-        rows.append((number, np.array([parse_float(t, path, number, "a weight") for t in tokens])))
-    if len(rows) not in (1, 3):
-        raise InputError(f"{len(rows)} non-blank lines", path, rows[-1][0] if rows else None,
-                         "the start weights, optionally followed by a min and a max line")
-    width = rows[0][1].shape[0]
-    for number, values in rows[1:]:
-        if values.shape[0] != width:
-            raise InputError(f"{values.shape[0]} values", path, number,
-                             f"{width} as in the start line")
-    if len(rows) == 1:
-        return rows[0][1], None, None
-    low, high = rows[1][1], rows[2][1]
-    if np.any(low > high):
-        column = int(np.argmax(low > high))
-        raise InputError(f"min {low[column]} above max {high[column]} in column {column + 1}",
-                         path, rows[1][0], "min <= max")
-    return rows[0][1], low, high
-
-
 @register("mert")
 class MERT(Tuner):
     """Minimum error rate training (Och 2003) with Moses' coordinate search and random restarts.
@@ -110,8 +76,9 @@ class MERT(Tuner):
         of non-improving directions in a row that ends a search.
     optimizer : ``"powell"`` (Moses' default) or ``"random-direction"``.
     ranges : ``(min, max)`` of the random restart points, each a number or one value per dense
-        feature (as lines 2-3 of Moses' ``init.opt``, see :func:`read_init_opt`) or per feature
-        of the space; features not covered are drawn from :data:`DEFAULT_RANGE` ``[-1, 1]``.
+        feature (as lines 2-3 of Moses' ``init.opt``, see
+        :func:`plugins.moses.mertfiles.read_init_opt`) or per feature of the space; features
+        not covered are drawn from :data:`DEFAULT_RANGE` ``[-1, 1]``.
         The ranges bound start points only, not the search.
     fixed : a name, or names or indices, of features whose weight stays at its ``w0`` value
         (Moses optimises a subset with ``-o``).

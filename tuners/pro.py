@@ -34,23 +34,11 @@ from scipy.special import expit
 from minismt.errors import InputError
 from minismt.io import atomic_write
 from minismt.kbest import KBest
+from minismt.metrics import bleu_plus_one
 from tuners.base import Tuner, register
 
 MOSES_PRO_BLEU = {"smooth_unigram": True}
 """BLEU+1 options of Moses' PRO (``sentenceLevelBleuPlusOne``): add 1 to every order."""
-
-
-def bleu_plus_one(data: KBest, options: dict | None, default: dict) -> np.ndarray:
-    """Sentence BLEU+1 of every hypothesis with ``options`` (``default`` if None); InputError if bad."""
-    options = default if options is None else options
-    if not isinstance(options, dict):
-        raise InputError(f"BLEU+1 options {options!r}",
-                         expected="a dict of minismt.metrics.sentence_bleu keyword arguments")
-    try:
-        return data.sentence_bleu(**options)
-    except TypeError as err:
-        raise InputError(f"BLEU+1 options {options!r}: {err}",
-                         expected="keyword arguments of minismt.metrics.sentence_bleu") from None
 
 
 def draw_candidates(offsets, rng: np.random.Generator, n_samples: int) -> tuple[np.ndarray, np.ndarray]:
@@ -238,7 +226,7 @@ class PRO(Tuner):
     def fit(self, data: KBest, w0) -> np.ndarray:
         w_old = self.check_data(data, w0)
         self._check_params()
-        bleu = bleu_plus_one(data, self.bleu_options, MOSES_PRO_BLEU)
+        bleu = bleu_plus_one(data.stats, self.bleu_options, MOSES_PRO_BLEU)
         rng = np.random.default_rng(self.seed)
         first, second = draw_candidates(data.offsets, rng, int(self.gamma))
         better, worse, _ = select_pairs(data.offsets, bleu, first, second, float(self.beta), int(self.xi))

@@ -112,9 +112,9 @@ import numpy as np
 from minismt.errors import InputError
 from minismt.kbest import KBest
 from minismt.kbest._kernels import model_scores
+from minismt.metrics import bleu_plus_one
 from tuners import _structsvm_kernels as kernels
 from tuners.base import Tuner, register
-from tuners.pro import bleu_plus_one
 
 VARIANTS = ("margin-l1", "margin-l2", "slack-l1", "slack-l2")
 """Figure 1's four variants: SVM_1^{Delta m}, SVM_2^{Delta m}, SVM_1^{Delta s}, SVM_2^{Delta s}."""
@@ -186,7 +186,7 @@ class StructSVMProblem:
         n_inst = data.n_instances
         self.box = self.C / n_inst                      # C/n of eq. (9)
         self.instance = np.repeat(np.arange(n_inst), np.diff(self.offsets))
-        self.bleu = bleu_plus_one(data, bleu_options, {})
+        self.bleu = bleu_plus_one(data.stats, bleu_options)
         self.oracle = first_argmax(self.offsets, self.bleu)
         reference_row = self._reference_rows(data, reference)
         self.has_reference = reference_row >= 0

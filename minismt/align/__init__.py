@@ -31,6 +31,7 @@ from minismt.align.table import NULL, PairIndex, TranslationTable, check_pair
 from minismt.corpus import Alignment, TokenArray
 from minismt.errors import InputError
 from minismt.parallel import process_pool, stop_pool
+from minismt.progress import bar as progress_bar
 
 __all__ = ["AlignResult", "DirectionResult", "HMMModel", "IBM1Model", "NULL", "PairIndex",
            "TranslationTable", "align_corpus", "align_direction", "alignment_error_rate",
@@ -117,7 +118,6 @@ def align_corpus(src: TokenArray, tgt: TokenArray, ibm1_iterations: int = 5, hmm
     per_direction = ibm1_iterations + hmm_iterations
     bar = None
     if progress:
-        from minismt.progress import bar as progress_bar
         # the first EM iteration includes compiling (or loading) the numba kernels: the rate starts after it
         bar = progress_bar(total=2 * per_direction + 1, desc="align", unit="step", warmup=True)
     settings = dict(ibm1_iterations=ibm1_iterations, hmm_iterations=hmm_iterations, p0=p0,

@@ -39,6 +39,7 @@ from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
+from minismt.decode.model import FEATURE_NAMES
 from minismt.errors import InputError
 from minismt.features import FeatureSpace
 
@@ -180,7 +181,6 @@ class SparseFeatureTable:
     """
 
     def __init__(self, table, families: Sequence[str], space: FeatureSpace | None = None):
-        from minismt.decode.model import FEATURE_NAMES
         self.table = table
         self.families = tuple(families)
         self.space = space if space is not None else FeatureSpace(FEATURE_NAMES)

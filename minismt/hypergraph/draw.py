@@ -256,8 +256,10 @@ def draw_layered(hg: Hypergraph, ax, node_labels, layers=None, edge_labels=None,
     where it covers no box and no other label if it can: the axes should have their final size,
     the labels are measured. The edges in ``highlight`` and their nodes are drawn in ``color``.
     """
-    from matplotlib.path import Path
+    # matplotlib here, not at the top: minismt.hypergraph (so every tuner) imports this module, and
+    # matplotlib would add 0.11 s to it
     from matplotlib.patches import FancyArrowPatch
+    from matplotlib.path import Path
     from matplotlib.transforms import Bbox
     layout = layered_layout(hg, layers, highlight)
     highlight = {int(e) for e in highlight}

@@ -24,6 +24,7 @@ from typing import Sequence
 import numpy as np
 
 from minismt.errors import InputError
+from minismt.io import read_lines
 from minismt.metrics import _kernels
 
 N_STATS = 9
@@ -75,6 +76,24 @@ def sentence_bleu(stats, *, smooth_unigram: bool = False, smooth_bp: bool = Fals
     score = np.empty(stats.shape[0])
     _kernels.sentence_bleu_rows(stats, smooth_unigram, smooth_bp, float(ref_scale), unclipped_bp, score)
     return score[0] if single else score
+
+
+def bleu_plus_one(stats, options: dict | None, default: dict | None = None) -> np.ndarray:
+    """Sentence BLEU+1 of every row of ``stats``: :func:`sentence_bleu` with its options as one dict.
+
+    The dict is a tuner's ``bleu_options``; None takes ``default`` (None: Lin &
+    Och's BLEU+1, no option). Anything but a dict of :func:`sentence_bleu`
+    keyword arguments raises InputError.
+    """
+    options = (default or {}) if options is None else options
+    if not isinstance(options, dict):
+        raise InputError(f"BLEU+1 options {options!r}",
+                         expected="a dict of minismt.metrics.sentence_bleu keyword arguments")
+    try:
+        return sentence_bleu(stats, **options)
+    except TypeError as err:
+        raise InputError(f"BLEU+1 options {options!r}: {err}",
+                         expected="keyword arguments of minismt.metrics.sentence_bleu") from None
 
 
 def tokenize(text: str, lowercase: bool = False) -> list[str]:
@@ -136,7 +155,6 @@ class BleuReferences:
     @classmethod
     def from_files(cls, paths: Sequence, lowercase: bool = False) -> "BleuReferences":
         """References from one file per reference set (same number of lines each)."""
-        from minismt.io import read_lines
         if not paths:
             raise InputError("no reference file given", expected="at least one reference file")
         sets = [read_lines(p) for p in paths]

@@ -1,12 +1,21 @@
-"""``minismt pipeline CONFIG.toml`` and ``minismt demo``: registered by :func:`add_pipeline_commands`."""
+"""``minismt pipeline CONFIG.toml`` and ``minismt demo``: registered by :func:`add_pipeline_commands`.
+
+``minismt --help`` imports this module; the report module (numpy: 0.10 s) is imported by the
+summary that is printed after a run, not here.
+"""
 
 from __future__ import annotations
 
 import argparse
+import copy
 import hashlib
 import os
 import sys
 import textwrap
+
+from minismt.io import check_writable_dir
+from minismt.pipeline.config import check_config, describe_schema, dump_toml, load_config
+from minismt.pipeline.run import run_pipeline
 
 
 FORMATTER = argparse.RawDescriptionHelpFormatter
@@ -43,7 +52,6 @@ def demo_work_dir(out: str) -> str:
 
 def check_output_dirs(work_dir: str, work_flag: str, report_dir: str, report_flag: str) -> None:
     """Fail before any work when the work or report folder cannot be created and written."""
-    from minismt.io import check_writable_dir
     check_writable_dir(work_dir, work_flag)
     check_writable_dir(report_dir, report_flag)
 
@@ -64,8 +72,6 @@ def _print_summary(report: dict, out_dir: str, work_dir: str) -> None:
 
 
 def _pipeline_command(args) -> int:
-    from minismt.pipeline.config import load_config
-    from minismt.pipeline.run import run_pipeline
     overrides = {}
     if args.work_dir:
         overrides["work_dir"] = os.path.abspath(args.work_dir)
@@ -85,7 +91,6 @@ def _pipeline_command(args) -> int:
 def demo_config(out: str = ".", work_dir: str | None = None, tuners=None, seeds: int | None = None,
                 iterations: int | None = None) -> dict:
     """The demo's configuration as nested dicts (``check_config`` reads it)."""
-    import copy
     data = copy.deepcopy(DEMO_CONFIG)
     data["output"]["report_dir"] = os.path.abspath(out)
     data["output"]["work_dir"] = os.path.abspath(work_dir or demo_work_dir(out))
@@ -100,8 +105,6 @@ def demo_config(out: str = ".", work_dir: str | None = None, tuners=None, seeds:
 
 
 def _demo_command(args) -> int:
-    from minismt.pipeline.config import check_config, dump_toml
-    from minismt.pipeline.run import run_pipeline
     tuners = [t.strip() for t in args.tuners.split(",") if t.strip()] if args.tuners else None
     data = demo_config(args.out, args.work_dir, tuners, args.seeds, args.iterations)
     config = check_config(data, path="minismt demo")
@@ -119,7 +122,6 @@ def _demo_command(args) -> int:
 
 def add_pipeline_commands(sub) -> None:
     """Register ``pipeline`` and ``demo`` on the ``minismt`` subparsers object."""
-    from minismt.pipeline.config import describe_schema
     p = sub.add_parser(
         "pipeline", help="corpus -> train -> tune (tuners x seeds) -> test -> report, cached and resumable",
         formatter_class=FORMATTER,

@@ -17,6 +17,9 @@ import contextlib
 import os
 from typing import Sequence
 
+import sacrebleu
+from sacrebleu.significance import PairedTest
+
 from minismt.errors import InputError
 
 
@@ -34,7 +37,6 @@ def _sacrebleu_seed(seed: int):
 
 
 def _metrics(tokenize: str, lowercase: bool, which: Sequence[str], force: bool) -> dict:
-    import sacrebleu
     made = {"BLEU": lambda: sacrebleu.BLEU(tokenize=tokenize, lowercase=lowercase, force=force),
             "chrF": lambda: sacrebleu.CHRF(lowercase=lowercase),
             "TER": lambda: sacrebleu.TER()}
@@ -57,7 +59,6 @@ def paired_bootstrap(systems: Sequence[tuple[str, Sequence[str]]], references: S
     treats 0 as "unseeded"). ``force``: the text is tokenised on purpose, as in
     :func:`minismt.metrics.evaluate.evaluate` (default: with ``tokenize="none"``).
     """
-    from sacrebleu.significance import PairedTest
     if seed < 1:
         raise InputError(f"bootstrap seed {seed}", expected="an integer >= 1 (0 is unseeded to sacrebleu)")
     if n_samples < 1:

@@ -1,1 +1,2 @@
-"""Moses formats: n-best lists, extractor features.dat/scores.dat, moses.ini weights."""
+"""Moses formats: n-best lists, moses.ini weights, and the tuning files (:mod:`plugins.moses.mertfiles`):
+extractor's features.dat/scores.dat, mert's init.opt, kbmira's weights file."""

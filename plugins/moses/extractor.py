@@ -18,7 +18,9 @@ from minismt.errors import InputError
 from minismt.features import FeatureSpace
 from minismt.kbest import KBest
 from minismt.metrics import BleuReferences
+from plugins.cdec.kbest import iter_kbest, read_kbest
 from plugins.moses.mertfiles import FeaturesBlock, ScoresBlock, write_features_dat, write_scores_dat
+from plugins.moses.nbest import read_nbest
 
 SPARSE_EPSILON = 1e-5  # the extractor leaves out sparse values smaller than this
 
@@ -47,10 +49,8 @@ def kbest_blocks(kbest: KBest):
 def read_any_kbest(path, fmt: str) -> KBest:
     """A Moses n-best list or (``fmt="cdec"``) a cdec k-best list whose every feature name becomes dense."""
     if fmt == "moses":
-        from plugins.moses.nbest import read_nbest
         return read_nbest(path)
     if fmt == "cdec":
-        from plugins.cdec.kbest import iter_kbest, read_kbest
         names: dict[str, None] = {}
         for entry in iter_kbest(path):
             names.update(dict.fromkeys(entry.features))

@@ -44,7 +44,6 @@ from __future__ import annotations
 import argparse
 import math
 import os
-import re
 import sys
 import textwrap
 import time
@@ -56,7 +55,8 @@ from minismt.features import FeatureSpace, parse_float
 from minismt.io import iter_lines
 from minismt.kbest import KBest
 from plugins.moses.hypergraph import moses_feature_name, read_moses_hypergraphs
-from plugins.moses.mertfiles import read_extractor_files
+from plugins.moses.mertfiles import (KBMIRA_DENSE_NAME, format_kbmira_weights, name_value_lines,
+                                     read_extractor_files, write_kbmira_weights)
 from plugins.moses.nbest import format_number
 
 PROG = "minismt-kbmira"
@@ -69,8 +69,6 @@ HG_KBEST = 100
 """Distinct translations taken from each hypergraph (-t hypergraph) for the n-best tuners."""
 SCCONFIG_VALUES = {"case": ("true", "false"), "reflen": ("closest", "shortest", "average")}
 """Scorer config keys of Moses' BLEU scorer this drop-in accepts, with their values."""
-
-_DENSE_NAME = re.compile(r"F[0-9]+")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -277,16 +275,10 @@ def moses_dense_names(names: list[str]) -> list[str]:
 def read_sparse_init(path) -> dict[str, float]:
     """``{name: weight}`` of a kbmira ``--sparse-init`` file: one ``name value`` per line."""
     weights: dict[str, float] = {}
-    for number, text in iter_lines(path):
-        fields = text.split()
-        if not fields:
-            continue
-        if len(fields) != 2:
-            raise InputError(f"{len(fields)} fields", path, number, "'name value'")
-        name, token = fields
+    for number, name, value in name_value_lines(path, "'name value'"):
         if name in weights:
             raise InputError(f"sparse feature {name!r} given twice", path, number, "each name once")
-        weights[name] = parse_float(token, path, number, "a weight")
+        weights[name] = value
     return weights
 
 
@@ -300,7 +292,7 @@ def start_point(space: FeatureSpace, dense: np.ndarray | None, sparse: dict[str,
         if name in space and space.is_dense(space.index(name)):
             raise InputError(f"{name!r} is a dense feature of features.dat", sparse_path,
                              expected="sparse feature names only")
-        if _DENSE_NAME.fullmatch(name):
+        if KBMIRA_DENSE_NAME.fullmatch(name):
             raise InputError(f"sparse feature name {name!r} would read back as a dense index",
                              sparse_path, expected="names not of the form F<number>")
         space.add(name)
@@ -469,8 +461,6 @@ def check_output(path) -> None:
 
 def write_output(path, space: FeatureSpace, weights) -> None:
     """The kbmira weights file at ``path`` (atomically), or on standard output for ``None``."""
-    from tuners.kbmira import format_kbmira_weights, write_kbmira_weights
-
     if path is None:
         sys.stdout.write(format_kbmira_weights(space, weights))
         sys.stdout.flush()

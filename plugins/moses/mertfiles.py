@@ -1,4 +1,5 @@
-"""Moses extractor files: features.dat and scores.dat (text mode), read and written byte-exactly.
+"""The files of Moses' tuning programs: extractor's features.dat and scores.dat, mert's init.opt
+and kbmira's weights file.
 
 ``extractor`` turns each n-best list into two files of per-sentence blocks::
 
@@ -11,20 +12,27 @@
     SCORES_TXT_END_0
 
 Every number is followed by a space, as Moses writes them (C++ default float
-format, ``%g``), and so is the last name of a features header. mert/kbmira/pro read the files of all tuning iterations
-together; :func:`read_extractor_files` does the same and returns a KBest.
+format, ``%g``), and so is the last name of a features header; both files (text mode)
+are read and written byte-exactly. mert/kbmira/pro read the files of all tuning
+iterations together; :func:`read_extractor_files` does the same and returns a KBest.
+
+mert's ``init.opt`` (:func:`read_init_opt`) holds the start weights, one per dense
+feature, optionally followed by the min and max lines of the random restarts. kbmira's
+weights file (``kbmira -o``; :func:`write_kbmira_weights`, :func:`read_kbmira_weights`)
+holds ``F<i> value`` for dense feature ``i``, then ``name value`` for sparse features.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
-from typing import Iterable, Iterator, Sequence
+from typing import Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 
 from minismt.errors import InputError
-from minismt.features import FeatureSpace, parse_float
+from minismt.features import FeatureSpace, format_weight, parse_float
 from minismt.io import atomic_write, iter_lines
 from minismt.kbest import KBest, KBestBuilder, check_sentence_id
 from minismt.metrics import N_STATS
@@ -35,6 +43,12 @@ FEATURES_BEGIN = "FEATURES_TXT_BEGIN_0"
 FEATURES_END = "FEATURES_TXT_END_0"
 SCORES_BEGIN = "SCORES_TXT_BEGIN_0"
 SCORES_END = "SCORES_TXT_END_0"
+
+KBMIRA_DENSE_NAME = re.compile(r"F([0-9]+)")
+"""Name of dense feature ``i`` in a kbmira weights file, ``F<i>``; every other name is sparse."""
+
+SPARSE_WEIGHT_THRESHOLD = 1e-8
+"""Sparse weights with ``|w|`` at most this are left out of a kbmira weights file (as Moses)."""
 
 
 @dataclass
@@ -290,3 +304,121 @@ def read_extractor_files(feature_files: Sequence, score_files: Sequence,
                 indices, values = sparse_arrays(dict(pairs), space, path, line + 1 + k)
                 builder.add(sentence, "", row, indices, values, stats[k])
     return builder.build()
+
+
+# ---- mert's init.opt ---------------------------------------------------------------------
+def read_init_opt(path: str | os.PathLike) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
+    """Moses' ``init.opt``: start weights, then optionally the min and max lines of random restarts.
+
+    Each non-blank line holds one value per dense feature, separated by
+    whitespace. Returns ``(start, min, max)``; ``min`` and ``max`` are
+    ``None`` when the file has the start line only.
+    """
+    rows: list[tuple[int, np.ndarray]] = []
+    for number, text in iter_lines(path):
+        tokens = text.split()
+        if not tokens:
+            continue
+        rows.append((number, np.array([parse_float(t, path, number, "a weight") for t in tokens])))
+    if len(rows) not in (1, 3):
+        raise InputError(f"{len(rows)} non-blank lines", path, rows[-1][0] if rows else None,
+                         "the start weights, optionally followed by a min and a max line")
+    width = rows[0][1].shape[0]
+    for number, values in rows[1:]:
+        if values.shape[0] != width:
+            raise InputError(f"{values.shape[0]} values", path, number,
+                             f"{width} as in the start line")
+    if len(rows) == 1:
+        return rows[0][1], None, None
+    low, high = rows[1][1], rows[2][1]
+    if np.any(low > high):
+        column = int(np.argmax(low > high))
+        raise InputError(f"min {low[column]} above max {high[column]} in column {column + 1}",
+                         path, rows[1][0], "min <= max")
+    return rows[0][1], low, high
+
+
+# ---- kbmira's weights file ---------------------------------------------------------------
+def name_value_lines(path: str | os.PathLike, expected: str) -> Iterator[tuple[int, str, float]]:
+    """``(line number, name, weight)`` of each ``name value`` line of a weights file; blank lines skipped.
+
+    ``expected`` says what a line holds, for the error on a line with other than two fields.
+    """
+    for number, text in iter_lines(path):
+        fields = text.split()
+        if not fields:
+            continue
+        if len(fields) != 2:
+            raise InputError(f"{len(fields)} fields", path, number, expected)
+        yield number, fields[0], parse_float(fields[1], path, number, "a weight")
+
+
+def write_kbmira_weights(path: str | os.PathLike, kbest_space: FeatureSpace, weights) -> None:
+    """Write :func:`format_kbmira_weights` to ``path``, atomically."""
+    text = format_kbmira_weights(kbest_space, weights, path)
+    with atomic_write(path) as out:
+        out.write(text)
+
+
+def format_kbmira_weights(kbest_space: FeatureSpace, weights, path=None) -> str:
+    """Weights as Moses' kbmira writes them: ``F<i> value`` per dense feature, then sparse ``name value``.
+
+    ``weights`` is an array over ``kbest_space`` (a shorter one is padded with
+    zeros) or a ``{name: weight}`` dict of known names. Sparse weights with
+    ``|w| <= 1e-8`` are left out, as Moses does. Values are written with the
+    shortest text that reads back to the same float (Moses prints 6 significant
+    digits; both read the same way). ``path`` only names the file in errors.
+    """
+    if isinstance(weights, Mapping):
+        w = kbest_space.weights(weights, grow=False)
+    else:
+        w = np.asarray(weights, dtype=np.float64)
+        if w.ndim != 1 or not kbest_space.n_dense <= w.shape[0] <= len(kbest_space):
+            raise InputError(f"weight vector of shape {w.shape}",
+                             expected=f"between {kbest_space.n_dense} and {len(kbest_space)} weights")
+    if not np.all(np.isfinite(w)):
+        raise InputError("weights contain NaN or inf", path, expected="finite weights")
+    lines = [f"F{i} {format_weight(w[i])}" for i in range(kbest_space.n_dense)]
+    for index in range(kbest_space.n_dense, w.shape[0]):
+        if abs(w[index]) > SPARSE_WEIGHT_THRESHOLD:
+            name = kbest_space.name(index)
+            if KBMIRA_DENSE_NAME.fullmatch(name):
+                raise InputError(f"sparse feature name {name!r} would read back as a dense index",
+                                 path, expected="sparse names not of the form F<number>")
+            lines.append(f"{name} {format_weight(w[index])}")
+    return "".join(line + "\n" for line in lines)
+
+
+def read_kbmira_weights(path: str | os.PathLike, dense_names: Sequence[str]) -> dict[str, float]:
+    """``{name: weight}`` from a kbmira weights file: ``F<i>`` is ``dense_names[i]``, other names sparse.
+
+    Every dense index must be given exactly once; blank lines are skipped.
+    ``dense_names`` may also be a :class:`FeatureSpace` (its dense names).
+    """
+    if isinstance(dense_names, FeatureSpace):
+        dense_names = dense_names.dense_names
+    dense_names = list(dense_names)
+    dense: dict[int, float] = {}
+    sparse: dict[str, float] = {}
+    for number, name, value in name_value_lines(path, "'F<index> value' or 'name value'"):
+        match = KBMIRA_DENSE_NAME.fullmatch(name)
+        if match:
+            index = int(match.group(1))
+            if index >= len(dense_names):
+                raise InputError(f"dense index {name}", path, number,
+                                 f"F0 .. F{len(dense_names) - 1} ({len(dense_names)} dense features)")
+            if index in dense:
+                raise InputError(f"{name} given twice", path, number, "each dense index once")
+            dense[index] = value
+        else:
+            if name in sparse or name in dense_names:
+                raise InputError(f"feature {name!r} given twice or as a sparse name of a dense feature",
+                                 path, number, "each sparse name once")
+            sparse[name] = value
+    missing = [f"F{i}" for i in range(len(dense_names)) if i not in dense]
+    if missing:
+        raise InputError(f"no weight for {', '.join(missing[:5])}{' ...' if len(missing) > 5 else ''}",
+                         path, expected=f"F0 .. F{len(dense_names) - 1}")
+    out = {dense_names[i]: dense[i] for i in range(len(dense_names))}
+    out.update(sparse)
+    return out
