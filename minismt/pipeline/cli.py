@@ -24,7 +24,6 @@ FORMATTER = argparse.RawDescriptionHelpFormatter
 # Its times on a fresh clone are benchmarks/RESULTS.md's first-hour (the README quotes them).
 DEMO_CONFIG = {
     "corpus": {"name": "synthetic", "size": 3000, "seed": 1, "dev": 150, "test": 200},
-    "train": {"lm_order": 3},
     "tune": {"tuners": ["mert", "pro", "apro", "kbmira", "o-oro"], "seeds": 3,
              "iterations": 5, "kbest": 100, "stack": 50, "parallel": 2,
              "params": {"mert": {"n_random_restarts": 5}}},
@@ -177,8 +176,9 @@ def add_pipeline_commands(sub) -> None:
             "Run 'minismt pipeline' on the synthetic corpus shipped with minismt (no download): "
             "3,000 training pairs of a toy language pair with reordering, inflection and ambiguity "
             "(see 'minismt corpora synth'), 150 dev and 200 test sentences; train a phrase-based "
-            "model with a trigram LM; tune it with MERT (5 random restarts), PRO, APRO, k-best MIRA "
-            "and optimized online ranking (O-ORO), three seeds each where the tuner is random (APRO is "
+            "model with a 4-gram LM (the default, as minismt train); tune it with MERT (5 random "
+            "restarts), PRO, APRO, k-best MIRA and optimized online ranking (O-ORO), three seeds "
+            "each where the tuner is random (APRO is "
             "deterministic and runs once), 5 iterations of 100-best lists, two runs at a time; "
             "decode the test set with every result and print a table of tuners x BLEU (dev BLEU, "
             "test BLEU mean ± sd over seeds and its range, chrF2, TER, the paired-bootstrap p-value "
