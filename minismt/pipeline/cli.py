@@ -186,8 +186,8 @@ def add_pipeline_commands(sub) -> None:
             "The report (report.md, report.json, dev_bleu.png, test_bleu.png, error_surface.png, "
             "hypergraph.png) goes to the current folder or --out DIR, the steps' outputs to a work "
             "folder (--work-dir; printed at the end); a second run reuses them and takes seconds. "
-            "Measured on 2 idle cores: 49 s once numba has cached its compiled kernels, 130 s the "
-            "first time on a machine (compiling them), 4 s for a rerun.",
+            "Measured on 2 cores: 54 s once numba has cached its compiled kernels, 149 s the first "
+            "time on a machine (compiling them), 5 s for a rerun.",
             "--print-config prints the demo's configuration as TOML: a starting point for your own "
             "'minismt pipeline' experiments."))
     d.add_argument("--out", default=".", metavar="DIR", help="report folder (default: the current folder)")

@@ -84,17 +84,6 @@ def _int(minimum: int | None = None, optional: bool = False):
     return check
 
 
-def _float(minimum: float | None = None, maximum: float | None = None):
-    def check(value):
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise _Bad("a number")
-        value = float(value)
-        if (minimum is not None and value < minimum) or (maximum is not None and value > maximum):
-            raise _Bad(f"a number in [{minimum}, {maximum}]")
-        return value
-    return check
-
-
 def _bool(value):
     if not isinstance(value, bool):
         raise _Bad("true or false")
