@@ -10,7 +10,7 @@ import numpy as np
 from minismt.errors import InputError
 from minismt.features import FeatureSpace, write_weights
 from minismt.kbest import KBest
-from plugins.cdec.kbest import read_kbest
+from plugins.cdec.kbest_file import read_kbest
 from plugins.moses.nbest import read_nbest
 from tuners.devdecoder import ProgramDevDecoder
 

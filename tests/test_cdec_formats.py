@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from conftest import shared_path
 from minismt.errors import InputError
 from minismt.features import FeatureSpace, read_weights
-from plugins.cdec.kbest import (CdecEntry, format_kbest_line, iter_kbest, read_kbest,
+from plugins.cdec.kbest_file import (CdecEntry, format_kbest_line, iter_kbest, read_kbest,
                                 write_kbest, write_kbest_from)
 from plugins.cdec.weights import read_cdec_weights, write_cdec_weights
 

@@ -253,7 +253,7 @@ def test_forced_decoding_carries_sparse_features(system):
 # ----------------------------------------------------------------------------- file formats
 
 def test_names_round_trip_through_nbest_cdec_json_kbest_and_weights_files(weird, tmp_path):
-    from plugins.cdec.kbest import read_kbest, write_kbest_from
+    from plugins.cdec.kbest_file import read_kbest, write_kbest_from
     probe = Decoder(weird, sparse_features=BOTH)
     for sentence in WEIRD_SENTENCES:
         probe.decode(sentence)

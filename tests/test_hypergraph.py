@@ -24,7 +24,7 @@ from minismt.hypergraph import (Hypergraph, HypergraphBuilder, dumps_cdec_json, 
 from minismt.hypergraph.draw import draw_layered, layered_layout, node_layers
 from minismt.kbest import KBestBuilder
 from minismt.metrics import BleuReferences
-from plugins.cdec.kbest import iter_kbest
+from plugins.cdec.kbest_file import iter_kbest
 from plugins.cdec.weights import read_cdec_weights
 
 NAMES = ["f0", "f1", "f2"]

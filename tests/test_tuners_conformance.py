@@ -138,3 +138,15 @@ def test_non_finite_features_and_mismatched_ids_are_refused(value):
     one, other = toy_kbest(3, 2), toy_kbest(4, 2)
     with pytest.raises(InputError):
         one.merge(other)
+
+
+def test_set_params_follows_scikit_learns_contract():
+    """set_params sets by name and returns the tuner; get_params reads them back; an unknown name is an
+    error that lists the valid ones (the tuning loop seeds each iteration's tuner this way)."""
+    from minismt.errors import InputError
+    from tuners.base import get_tuner
+    tuner = get_tuner("mert")
+    assert tuner.set_params(seed=7, n_random_restarts=3) is tuner
+    assert tuner.get_params()["seed"] == 7 and tuner.get_params()["n_random_restarts"] == 3
+    with pytest.raises(InputError, match="has no parameter 'restarts'.*expected one of n_random_restarts"):
+        tuner.set_params(restarts=3)

@@ -33,10 +33,29 @@ class Tuner:
     needs = "kbest"  # what fit() takes: "kbest" (n-best tuners), "hypergraph" or "decoder" (online)
     accumulate = "merge"  # the tuning loop's default accumulation for this tuner (listwise: "aggregate")
 
+    @classmethod
+    def param_names(cls) -> list[str]:
+        """The constructor's keyword arguments: the tuner's parameters."""
+        return [p for p in inspect.signature(cls.__init__).parameters if p != "self"]
+
+    @classmethod
+    def check_param_names(cls, names) -> None:
+        """An :class:`InputError` naming the unknown ones among ``names`` and listing the valid ones."""
+        unknown = [key for key in names if key not in cls.param_names()]
+        if unknown:
+            raise InputError(f"tuner {cls.name!r} has no parameter {', '.join(map(repr, unknown))}",
+                             expected=f"one of {', '.join(cls.param_names())}")
+
     def get_params(self) -> dict:
-        """The constructor's keyword arguments and their current values."""
-        signature = inspect.signature(type(self).__init__)
-        return {p: getattr(self, p) for p in signature.parameters if p != "self"}
+        """The constructor's keyword arguments and their current values (scikit-learn's contract)."""
+        return {p: getattr(self, p) for p in self.param_names()}
+
+    def set_params(self, **params) -> "Tuner":
+        """Set parameters by name, as scikit-learn estimators do; an unknown name is an error."""
+        self.check_param_names(params)
+        for key, value in params.items():
+            setattr(self, key, value)
+        return self
 
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
@@ -131,11 +150,7 @@ def get_tuner(name: str, **params) -> Tuner:
         cls = REGISTRY[name]
     except KeyError:
         raise InputError(f"unknown tuner {name!r}", expected=f"one of {', '.join(sorted(REGISTRY))}") from None
-    accepted = [p for p in inspect.signature(cls.__init__).parameters if p != "self"]
-    unknown = [key for key in params if key not in accepted]
-    if unknown:
-        raise InputError(f"tuner {name!r} has no parameter {', '.join(map(repr, unknown))}",
-                         expected=f"one of {', '.join(accepted)}")
+    cls.check_param_names(params)
     return cls(**params)
 
 

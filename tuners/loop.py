@@ -129,7 +129,7 @@ class TuningRun:
             return self.tuner
         tuner = get_tuner(self.tuner, **self.tuner_params)
         if "seed" in tuner.get_params() and "seed" not in self.tuner_params:
-            tuner.seed = int(np.random.SeedSequence([self.seed, iteration]).generate_state(1)[0])
+            tuner.set_params(seed=int(np.random.SeedSequence([self.seed, iteration]).generate_state(1)[0]))
         return tuner
 
     # ---- what the run is --------------------------------------------------------------

@@ -27,7 +27,7 @@ from minismt.align.hmm import (DEFAULT_MAX_JUMP, DEFAULT_P0, DEFAULT_SMOOTHING, 
 from minismt.align.ibm1 import Callback, IBM1Model, check_iterations, train_ibm1, viterbi_ibm1
 from minismt.align.symmetrize import (METHODS, grow_diag_final_and, intersection, symmetrize,
                                       union)
-from minismt.align.table import NULL, PairIndex, TranslationTable, check_pair
+from minismt.align.translation_table import NULL, PairIndex, TranslationTable, check_pair
 from minismt.corpus import Alignment, TokenArray
 from minismt.errors import InputError
 from minismt.parallel import process_pool, stop_pool

@@ -4,7 +4,7 @@ Notation (one sentence pair): the model generates ``f = f_0 .. f_{J-1}`` from th
 conditioning side ``e = e_0 .. e_{I-1}`` plus the empty word NULL.
 
 The translation table ``t(f|e)`` is sparse: ``t[p]`` is the probability of the
-p-th co-occurring pair of the corpus (see :class:`minismt.align.table.PairIndex`).
+p-th co-occurring pair of the corpus (see :class:`minismt.align.translation_table.PairIndex`).
 Sentence s owns the block ``pair_ids[block_offsets[s]:block_offsets[s+1]]`` of
 ``J * (I + 1)`` pair ids laid out as ``[j, i]``, column ``i = I`` being
 ``(NULL, f_j)``, so every EM iteration is array lookups. A pair with an empty

@@ -40,7 +40,7 @@ import numpy as np
 
 from minismt.align import _kernels
 from minismt.align.ibm1 import Callback, check_iterations, check_table
-from minismt.align.table import PairIndex, TranslationTable, alignment_from_positions
+from minismt.align.translation_table import PairIndex, TranslationTable, alignment_from_positions
 from minismt.corpus import Alignment
 from minismt.errors import InputError
 

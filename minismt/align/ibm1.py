@@ -20,7 +20,7 @@ from typing import Callable
 import numpy as np
 
 from minismt.align import _kernels
-from minismt.align.table import PairIndex, TranslationTable, alignment_from_positions
+from minismt.align.translation_table import PairIndex, TranslationTable, alignment_from_positions
 from minismt.corpus import Alignment
 from minismt.errors import InputError
 

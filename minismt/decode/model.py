@@ -17,7 +17,7 @@ import numpy as np
 from minismt.corpus import Vocabulary
 from minismt.decode import _kernels
 from minismt.errors import InputError
-from minismt.extract.table import PhraseTable
+from minismt.extract.phrase_table import PhraseTable
 from minismt.features import FeatureSpace
 from minismt.lm import LanguageModel
 from minismt.manifest import DEFAULT_WEIGHTS as TRAIN_DEFAULT_WEIGHTS

@@ -10,7 +10,7 @@ Two families, each switched on by its name:
     Lexical pairs inside the phrase pairs used, as Moses' ``WordTranslationFeature`` (``wt_``):
     ``WordPair_<source word>~<target word>`` counts, for every link of the phrase pair's word
     alignment (the table keeps each pair's alignment from extraction, see
-    :mod:`minismt.extract.table`), that pair of words. Unaligned words give no feature (Moses'
+    :mod:`minismt.extract.phrase_table`), that pair of words. Unaligned words give no feature (Moses'
     default, no ``NULL`` pairs); a phrase pair whose table row has no alignment (hand-made
     tables) gives none.
 

@@ -16,8 +16,8 @@ penalty is a decoder feature, not a column, as in modern Moses.
 from minismt.extract.lexical import LexicalTable
 from minismt.extract.moses import (read_moses_tables, write_moses_phrase_table,
                                    write_moses_reordering_table)
-from minismt.extract.table import COUNT_NAMES, REORDERING_NAMES, SCORE_NAMES, PhraseTable
-from minismt.extract.train import (PhrasePairs, extract_phrase_pairs, train_lexical_table,
+from minismt.extract.phrase_table import COUNT_NAMES, REORDERING_NAMES, SCORE_NAMES, PhraseTable
+from minismt.extract.extraction import (PhrasePairs, extract_phrase_pairs, train_lexical_table,
                                    train_phrase_table)
 
 __all__ = [

@@ -29,7 +29,7 @@ import numpy as np
 
 from minismt.corpus import Vocabulary
 from minismt.errors import InputError
-from minismt.extract.table import PhraseTable
+from minismt.extract.phrase_table import PhraseTable
 from minismt.io import atomic_write, iter_lines
 
 SEPARATOR = " ||| "

@@ -4,7 +4,7 @@
   in topological order with the goal last;
 - Viterbi, inside/outside in the log semiring, posteriors, max-marginals and
   pruning (:mod:`.algorithms`; Goodman 1999, Li & Eisner 2009, as cdec);
-- lazy k-best with a distinct-yield option (:mod:`.kbest`; Huang & Chiang 2005, Alg. 3);
+- lazy k-best with a distinct-yield option (:mod:`.derivations`; Huang & Chiang 2005, Alg. 3);
 - :class:`ForestData` (:mod:`.forests`): the forests of a dev set, what hypergraph tuners fit on;
 - cdec's JSON forest format (:mod:`.cdec_json`);
 - networkx and Graphviz DOT export (:mod:`.draw`).
@@ -17,7 +17,7 @@ from minismt.hypergraph.cdec_json import (dumps_cdec_json, loads_cdec_json, read
 from minismt.hypergraph.draw import to_dot, to_networkx
 from minismt.hypergraph.forests import ForestData
 from minismt.hypergraph.graph import Hypergraph, HypergraphBuilder
-from minismt.hypergraph.kbest import Derivation, KBestList
+from minismt.hypergraph.derivations import Derivation, KBestList
 
 __all__ = ["Derivation", "ForestData", "Hypergraph", "HypergraphBuilder", "KBestList", "dumps_cdec_json", "loads_cdec_json",
            "read_cdec_forests", "read_cdec_json", "to_dot", "to_networkx", "write_cdec_json"]

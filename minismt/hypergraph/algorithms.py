@@ -35,7 +35,7 @@ import numpy as np
 
 from minismt.errors import InputError
 from minismt.hypergraph import _kernels
-from minismt.hypergraph.kbest import Derivation
+from minismt.hypergraph.derivations import Derivation
 
 if TYPE_CHECKING:  # the class's methods call these functions: graph.py imports this module
     from minismt.hypergraph.graph import Hypergraph

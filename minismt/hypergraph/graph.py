@@ -23,7 +23,7 @@ one empty derivation of score 0, as in cdec. So every node has a derivation,
 and a derivation is a tree: a node used twice is expanded twice.
 
 The algorithms are methods here and live in :mod:`minismt.hypergraph.algorithms`
-(Viterbi, inside/outside, posteriors, pruning) and :mod:`minismt.hypergraph.kbest`.
+(Viterbi, inside/outside, posteriors, pruning) and :mod:`minismt.hypergraph.derivations`.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ import numpy as np
 from minismt.corpus import Vocabulary
 from minismt.errors import InputError
 from minismt.features import FeatureSpace
-from minismt.hypergraph import _kernels, algorithms, kbest
+from minismt.hypergraph import _kernels, algorithms, derivations
 
 
 def _array(values, dtype, name: str, ndim: int = 1) -> np.ndarray:
@@ -261,7 +261,7 @@ class Hypergraph:
 
     # ---- algorithms (see algorithms.py and kbest.py) ---------------------------------
     def viterbi(self, w=None):
-        """The best derivation (:class:`~minismt.hypergraph.kbest.Derivation`), or None if there is no node."""
+        """The best derivation (:class:`~minismt.hypergraph.derivations.Derivation`), or None if there is no node."""
         return algorithms.viterbi(self, w)
 
     def viterbi_scores(self, w=None) -> tuple[np.ndarray, np.ndarray]:
@@ -305,8 +305,8 @@ class Hypergraph:
         return algorithms.subgraph(self, edge_mask)
 
     def kbest(self, k: int, w=None, distinct: bool = False):
-        """The ``k`` best derivations (:class:`~minismt.hypergraph.kbest.KBestList`), Huang & Chiang (2005) Alg. 3."""
-        return kbest.kbest(self, k, w, distinct)
+        """The ``k`` best derivations (:class:`~minismt.hypergraph.derivations.KBestList`), Huang & Chiang (2005) Alg. 3."""
+        return derivations.kbest(self, k, w, distinct)
 
     def yield_of(self, edges) -> str:
         """The target string of a derivation given by its edges in pre-order (children left to right)."""

@@ -21,7 +21,7 @@ import numpy as np
 
 from minismt.corpus import Vocabulary
 from minismt.decode import DEFAULT_WEIGHTS
-from minismt.extract.table import PhraseTable
+from minismt.extract.phrase_table import PhraseTable
 from minismt.io import atomic_write
 from minismt.manifest import MANIFEST, MANIFEST_FORMAT
 from minismt.parallel import DecodeJob, decode_chunk

@@ -29,7 +29,7 @@ from minismt.corpus import Vocabulary
 from minismt.errors import InputError
 from minismt.features import FeatureSpace
 from minismt.hypergraph import read_cdec_forests
-from plugins.cdec.kbest import read_kbest
+from plugins.cdec.kbest_file import read_kbest
 from plugins.cdec.weights import read_cdec_weights, write_cdec_weights
 from tuners.devdecoder import ProgramDevDecoder
 

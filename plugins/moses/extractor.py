@@ -18,7 +18,7 @@ from minismt.errors import InputError
 from minismt.features import FeatureSpace
 from minismt.kbest import KBest
 from minismt.metrics import BleuReferences
-from plugins.cdec.kbest import iter_kbest, read_kbest
+from plugins.cdec.kbest_file import iter_kbest, read_kbest
 from plugins.moses.mertfiles import FeaturesBlock, ScoresBlock, write_features_dat, write_scores_dat
 from plugins.moses.nbest import read_nbest
 

@@ -35,7 +35,7 @@ from minismt.extract.lexical import LexicalTable, count_lexical_table
 from minismt.extract.phrases import (byte_order_ids, byte_order_ranks, check_words,
                                      gather_ranges, unique_spans)
 from minismt.extract.reordering import msd_probabilities
-from minismt.extract.table import PhraseTable, limit_rows, take_ranges
+from minismt.extract.phrase_table import PhraseTable, limit_rows, take_ranges
 from minismt.progress import bar as progress_bar
 
 DEFAULT_MAX_LENGTH = 7       # train-model.perl -max-phrase-length
