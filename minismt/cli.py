@@ -367,9 +367,7 @@ def _tune_command(args) -> int:
     try:
         final = run.run(start)
     finally:
-        close = getattr(decoder, "close", None)
-        if close is not None:
-            close()
+        decoder.close()
     if run.history:
         best = max(run.history, key=lambda r: (r.dev_bleu, -r.iteration))
         chosen = f"the best dev BLEU, {100 * best.dev_bleu:.2f} at iteration {best.iteration}" \

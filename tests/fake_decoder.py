@@ -16,13 +16,16 @@ import numpy as np
 from minismt.features import FeatureSpace, read_weights
 from minismt.kbest import KBestBuilder
 from tuners.base import Tuner
+from tuners.devdecoder import DevDecoder
 
 REFS = [["the cat sat on the mat"], ["a dog sat"], ["the mat"], ["a cat on a mat"],
         ["the dog"], ["cat sat on mat"]]
 
 
-class FakeDecoder:
+class FakeDecoder(DevDecoder):
     """A fixed pool of 30 hypotheses per sentence; 'decoding' returns the top 5 under w."""
+
+    decodes_batches = True
 
     def __init__(self, n_sentences: int = 6, delay: float = 0.0):
         rng = np.random.default_rng(1)

@@ -15,6 +15,7 @@ from minismt.errors import InputError
 from minismt.features import FeatureSpace
 from minismt.kbest import KBestBuilder
 from minismt.metrics import BleuReferences
+from tuners.devdecoder import DevDecoder
 from tuners.loop import TuningRun
 from tuners.oro import ORO, OptimizedORO, batch_constraints, solve_dual
 
@@ -202,7 +203,7 @@ def test_bad_parameters_and_decoders(tmp_path):
     with pytest.raises(InputError, match="miss 1 dense feature"):
         OptimizedORO().fit(source, {"a_0": 1.0, "b_0": 0.0})
 
-    class WholeSetOnly:
+    class WholeSetOnly(DevDecoder):
         space = FakeDecoder().space
 
         def decode(self, weights, iteration):

@@ -123,3 +123,15 @@ def test_accumulation_defaults_to_the_tuners_own(tmp_path):
     run = TuningRun(FakeDecoder(), REFS, "listnet", tmp_path / "d", max_iter=3, seed=1)
     run.run(np.array([0.0, 1.0, -1.0]))
     assert [r.hypotheses for r in run.history] == [30, 60, 90][: len(run.history)]
+
+
+def test_the_decoder_declares_what_it_can_do(tmp_path):
+    """A dev decoder is a DevDecoder; a capability it lacks is an error before any work."""
+    with pytest.raises(InputError, match="a dev decoder of type object.*DevDecoder"):
+        TuningRun(object(), REFS, "mert", str(tmp_path / "a"))
+    decoder = FakeDecoder()
+    assert not decoder.outputs_forests and not decoder.forces and decoder.decodes_batches
+    run = TuningRun(decoder, REFS, "hg-mert", str(tmp_path / "b"), max_iter=1)
+    with pytest.raises(InputError, match="FakeDecoder does not output hypergraphs"):
+        run.run(np.zeros(3))
+    assert not (tmp_path / "b" / "tune.log").exists()

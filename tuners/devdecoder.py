@@ -24,7 +24,50 @@ from minismt.manifest import load_manifest
 from minismt.parallel import DecodeJob, decode_corpus, decode_requests, force_corpus, process_pool, stop_pool
 
 
-class MinismtDevDecoder:
+class DevDecoder(ABC):
+    """What the tuning loop decodes the dev set with: :meth:`decode` is required; the optional
+    capabilities are explicit, each a flag the decoder sets and the method it then overrides:
+
+    - ``outputs_forests``, :meth:`decode_hypergraphs`: every dev sentence's forest (hypergraph tuners);
+    - ``forces``, :meth:`force`: forced decoding to the references (StructSVM's reference features);
+    - ``decodes_batches``, :meth:`decode_batches`: sentence subsets under several weights (online tuners).
+
+    :meth:`identity` (what decides the output besides the weights, for ``run.json``) and
+    :meth:`close` (release processes) have defaults. ``space`` is the decoder's feature space.
+    """
+
+    space: FeatureSpace
+    outputs_forests = False
+    forces = False
+    decodes_batches = False
+
+    @abstractmethod
+    def decode(self, weights: np.ndarray, iteration: int) -> tuple[KBest, list[str]]:
+        """The k-best list (no statistics needed) and the 1-best string of every dev sentence."""
+
+    def decode_hypergraphs(self, weights: np.ndarray, iteration: int) -> tuple[list, list[str]]:
+        """The forest of every dev sentence under ``weights`` and its Viterbi string."""
+        raise InputError(f"{type(self).__name__} does not output hypergraphs",
+                         expected="a decoder with forests (minismt's, Moses', cdec's)")
+
+    def force(self, weights: np.ndarray, references: Sequence[str], iteration: int) -> KBest:
+        """The derivations of each reference (forced decoding)."""
+        raise InputError(f"{type(self).__name__} cannot force-decode", expected="minismt's decoder")
+
+    def decode_batches(self, requests: Sequence[tuple[np.ndarray, Sequence[int]]], iteration: int) -> list[KBest]:
+        """One k-best list per ``(weights, sentence indices)`` request."""
+        raise InputError(f"{type(self).__name__} decodes the whole dev set only",
+                         expected="a decoder with decode_batches (minismt's) for an online tuner")
+
+    def identity(self) -> dict:
+        """What decides the output besides the weights (``run.json``)."""
+        return {"decoder": type(self).__name__}
+
+    def close(self) -> None:
+        """Release what the decoder holds (processes); it is not used afterwards."""
+
+
+class MinismtDevDecoder(DevDecoder):
     """Decodes the dev sentences with a trained model, returning distinct k-best lists.
 
     ``kbest`` is Moses' tuning default (100 distinct strings); decoding runs
@@ -33,6 +76,8 @@ class MinismtDevDecoder:
     makes the decoder emit sparse features: k-best lists, forests and forced derivations
     carry them, and :attr:`space` grows by their names as they are met.
     """
+
+    outputs_forests = forces = decodes_batches = True
 
     def __init__(self, model_dir: str, sentences: Sequence[str], kbest: int = 100, jobs: int = 1,
                  executor: Executor | None = None, stack_size: int = 200,
@@ -145,7 +190,7 @@ class MinismtDevDecoder:
         return lists
 
 
-class ProgramDevDecoder(ABC):
+class ProgramDevDecoder(DevDecoder):
     """Base of the dev decoders that run an external decoder program (Moses, cdec, any command).
 
     Each decode runs the program once, without a shell, in its own folder
@@ -163,6 +208,7 @@ class ProgramDevDecoder(ABC):
     """
 
     name = "decoder"
+    decodes_batches = True  # one program run per mini-batch
 
     def __init__(self, command: Sequence[str], space: FeatureSpace, sentences: Sequence[str], work_dir: str,
                  kbest: int = 100):

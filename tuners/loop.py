@@ -40,29 +40,20 @@ import json
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Protocol, Sequence
+from typing import Sequence
 
 import numpy as np
 
 from minismt.errors import InputError
-from minismt.features import FeatureSpace
-from minismt.io import atomic_write, lines_sha256, write_lines
 from minismt.hypergraph import ForestData
+from minismt.io import atomic_write, lines_sha256, write_lines
 from minismt.kbest import KBest
 from minismt.metrics import BleuReferences, corpus_bleu_from_stats
 from tuners.base import Tuner, get_tuner
+from tuners.devdecoder import DevDecoder
 
 CHECKPOINT = "checkpoint.json"
 SETTINGS = "run.json"
-
-
-class DevDecoder(Protocol):
-    """Decodes the dev set with given weights."""
-
-    space: FeatureSpace
-
-    def decode(self, weights: np.ndarray, iteration: int) -> tuple[KBest, list[str]]:
-        """The k-best list (no statistics needed) and the 1-best strings of every dev sentence."""
 
 
 @dataclass
@@ -105,6 +96,9 @@ class TuningRun:
             raise InputError(f"accumulate={accumulate!r}", expected="'merge', 'aggregate' or 'none'")
         if max_iter < 1:
             raise InputError(f"max_iter={max_iter}", expected="at least 1")
+        if not isinstance(decoder, DevDecoder):
+            raise InputError(f"a dev decoder of type {type(decoder).__name__}",
+                             expected="a tuners.devdecoder.DevDecoder (minismt's, Moses', cdec's or your subclass)")
         self.decoder = decoder
         self.references = BleuReferences(references, lowercase=lowercase)
         self.first_references = [refs[0] for refs in references]  # forced decoding's targets
@@ -139,8 +133,7 @@ class TuningRun:
             name, params = self.tuner.name, self.tuner.get_params()
         else:
             name, params = self.tuner, self.tuner_params
-        identity = getattr(self.decoder, "identity", None)
-        decoder = identity() if identity is not None else {"decoder": type(self.decoder).__name__}
+        decoder = self.decoder.identity()
         settings = {"tuner": name, "tuner_params": params, "seed": self.seed, "accumulate": self.accumulate,
                     "reset_after": self.reset_after, "iterations": self.max_iter, "lowercase": self.lowercase,
                     "references": self.references_digest, "decoder": decoder}
@@ -255,7 +248,7 @@ class TuningRun:
                 source = _BatchSource(self.decoder, self.references, t)
                 w_next = np.asarray(tuner.fit(source, weights, state=self.tuner_state), dtype=np.float64)
                 self.tuner_state = getattr(tuner, "state_", None)
-            elif "reference" in inspect.signature(tuner.fit).parameters and hasattr(self.decoder, "force"):
+            elif "reference" in inspect.signature(tuner.fit).parameters and self.decoder.forces:
                 forced = self.decoder.force(weights, self.first_references, t)
                 w_next = np.asarray(tuner.fit(data, weights, reference=forced), dtype=np.float64)
             else:
@@ -276,9 +269,8 @@ class TuningRun:
         """One iteration of a hypergraph tuner: decode forests, tune on the latest
         ``tuner.forest_iterations`` iterations' forests, record. Forests are not checkpointed: after a
         resume, an earlier iteration's are decoded again with the weights of its record."""
-        if not hasattr(self.decoder, "decode_hypergraphs"):
-            raise InputError(f"{type(self.decoder).__name__} does not output hypergraphs",
-                             expected="a decoder with decode_hypergraphs (minismt's, Moses', cdec's)")
+        if not self.decoder.outputs_forests:  # the base class's error, before any decoding
+            DevDecoder.decode_hypergraphs(self.decoder, weights, t)
         forests, onebest = self.decoder.decode_hypergraphs(weights, t)
         dev_bleu = corpus_bleu_from_stats(self.references.stats(np.arange(len(onebest)), onebest))
         window = [u for u in range(t - max(1, tuner.forest_iterations) + 1, t + 1) if u >= 0]
@@ -364,9 +356,8 @@ class _BatchSource:
     """Online tuners' view of the dev decoder: some sentences under given weights, with statistics."""
 
     def __init__(self, decoder: DevDecoder, references: BleuReferences, iteration: int):
-        if not hasattr(decoder, "decode_batches"):
-            raise InputError(f"{type(decoder).__name__} decodes the whole dev set only",
-                             expected="a decoder with decode_batches (minismt's) for an online tuner")
+        if not decoder.decodes_batches:  # the base class's error, before any decoding
+            DevDecoder.decode_batches(decoder, [], iteration)
         self.decoder = decoder
         self.references = references
         self.iteration = iteration

@@ -40,6 +40,8 @@ class CdecDevDecoder(ProgramDevDecoder):
     ``start_weights``: a cdec weights file, whose names are the dense features.
     """
 
+    outputs_forests = True
+
     name = "cdec"
 
     def __init__(self, command: Sequence[str], config: str | os.PathLike, start_weights: str | os.PathLike,

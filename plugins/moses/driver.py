@@ -47,6 +47,8 @@ class MosesDevDecoder(ProgramDevDecoder):
     dev source lines; ``work_dir``: where each decode's files go.
     """
 
+    outputs_forests = True
+
     name = "Moses"
 
     def __init__(self, command: Sequence[str], config: str | os.PathLike, sentences: Sequence[str],
