@@ -235,13 +235,15 @@ def format_weight(value: float) -> str:
 def write_weights(path: str | os.PathLike, weights: Mapping[str, float]) -> None:
     """Write ``name value`` lines atomically (values round-trip exactly).
 
-    Names that would not read back (empty, with whitespace or ``#``) and
-    non-finite values are an :class:`InputError`, and nothing is written.
+    Names that would not read back (empty, with whitespace or ``#``, or starting with a byte-order
+    mark, which a reader takes for the file's) and non-finite values are an :class:`InputError`, and
+    nothing is written.
     """
     for name, value in weights.items():
-        if not isinstance(name, str) or not name or "#" in name or any(c.isspace() for c in name):
+        if not isinstance(name, str) or not name or "#" in name or any(c.isspace() for c in name) \
+                or name.startswith("\ufeff"):
             raise InputError(f"weight name {name!r}", path,
-                             expected="a non-empty name without whitespace or '#'")
+                             expected="a non-empty name without whitespace or '#', not starting with U+FEFF")
         if not math.isfinite(float(value)):
             raise InputError(f"weight {name!r} is {value}", path, expected="a finite weight")
     with atomic_write(path) as out:
