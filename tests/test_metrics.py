@@ -219,3 +219,16 @@ def test_evaluate_is_silent_on_text_tokenised_on_purpose(caplog):
     with caplog.at_level("WARNING", logger="sacrebleu"):
         evaluate(hyps, [refs])
     assert "tokenized period" in caplog.text
+
+
+def test_a_tokenizer_without_its_extra_package_is_an_input_error(monkeypatch):
+    """sacrebleu raises ImportError or RuntimeError for a tokenizer whose package is missing (mecab,
+    sentencepiece): one InputError naming the tokenizer, whichever packages this machine has."""
+    from minismt.metrics.evaluate import bleu_scorer
+
+    def missing(**kwargs):
+        raise RuntimeError("Japanese tokenization requires extra dependencies")
+
+    monkeypatch.setattr(sacrebleu, "BLEU", missing)
+    with pytest.raises(InputError, match="BLEU tokenizer 'ja-mecab' cannot run here .*extra dependencies"):
+        bleu_scorer(tokenize="ja-mecab")

@@ -10,26 +10,35 @@ from minismt.errors import InputError
 from minismt.io import read_lines
 
 
+def bleu_scorer(lowercase: bool = False, tokenize: str | None = None) -> sacrebleu.BLEU:
+    """sacrebleu's BLEU with ``tokenize`` (default ``13a``). ``tokenize="none"`` says the text is
+    tokenised on purpose, so sacrebleu's ``force`` is on: no warning that 100 lines end in a tokenised
+    period (the scores are the same); with a tokenizer the warning stays, it may point at text that was
+    meant to be raw. An unknown tokenizer, or one whose extra package is missing, is an :class:`InputError`."""
+    try:
+        return sacrebleu.BLEU(lowercase=lowercase, force=tokenize == "none",
+                              **({"tokenize": tokenize} if tokenize else {}))
+    except (KeyError, ValueError):
+        known = ", ".join(getattr(sacrebleu.BLEU, "TOKENIZERS", ["13a", "none", "intl", "char", "zh"]))
+        raise InputError(f"unknown BLEU tokenizer {tokenize!r}", expected=f"one of {known}") from None
+    except (ImportError, RuntimeError) as err:  # a tokenizer whose extra package is not installed
+        reason = " ".join(str(err).split())[:160]
+        raise InputError(f"BLEU tokenizer {tokenize!r} cannot run here ({reason})",
+                         expected="its extra package installed, or another tokenizer") from None
+
+
 def evaluate(hypotheses: Sequence[str], reference_sets: Sequence[Sequence[str]],
-             lowercase: bool = False, tokenize: str | None = None, force: bool | None = None) -> dict:
+             lowercase: bool = False, tokenize: str | None = None) -> dict:
     """BLEU, chrF and TER with sacrebleu's defaults (0..100), their signatures and BLEU's details.
 
     ``reference_sets`` holds one list of lines per reference file. ``lowercase``
     makes BLEU and chrF case-insensitive (sacrebleu's TER already is);
     ``tokenize`` overrides BLEU's tokenizer (default ``13a``; ``none`` for
-    pre-tokenised text, as tuning uses). ``force`` says the text is tokenised on
-    purpose (sacrebleu's ``force``: no warning that 100 lines end in a tokenised
-    period; the scores are the same); by default it is on with ``tokenize="none"``,
-    off otherwise, where the warning may point at text that was meant to be raw.
+    pre-tokenised text, as tuning uses; see :func:`bleu_scorer`).
     """
     if not hypotheses:
         raise InputError("no hypotheses to score", expected="at least one line")
-    try:
-        bleu = sacrebleu.BLEU(lowercase=lowercase, force=tokenize == "none" if force is None else force,
-                              **({"tokenize": tokenize} if tokenize else {}))
-    except (KeyError, ValueError):
-        known = ", ".join(getattr(sacrebleu.BLEU, "TOKENIZERS", ["13a", "none", "intl", "char", "zh"]))
-        raise InputError(f"unknown BLEU tokenizer {tokenize!r}", expected=f"one of {known}") from None
+    bleu = bleu_scorer(lowercase, tokenize)
     chrf = sacrebleu.CHRF(lowercase=lowercase)
     ter = sacrebleu.TER()
     refs = [list(r) for r in reference_sets]

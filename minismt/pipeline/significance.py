@@ -21,6 +21,7 @@ import sacrebleu
 from sacrebleu.significance import PairedTest
 
 from minismt.errors import InputError
+from minismt.metrics.evaluate import bleu_scorer
 
 
 @contextlib.contextmanager
@@ -36,8 +37,8 @@ def _sacrebleu_seed(seed: int):
             os.environ["SACREBLEU_SEED"] = old
 
 
-def _metrics(tokenize: str, lowercase: bool, which: Sequence[str], force: bool) -> dict:
-    made = {"BLEU": lambda: sacrebleu.BLEU(tokenize=tokenize, lowercase=lowercase, force=force),
+def _metrics(tokenize: str, lowercase: bool, which: Sequence[str]) -> dict:
+    made = {"BLEU": lambda: bleu_scorer(lowercase, tokenize),
             "chrF": lambda: sacrebleu.CHRF(lowercase=lowercase),
             "TER": lambda: sacrebleu.TER()}
     unknown = [m for m in which if m not in made]
@@ -49,22 +50,20 @@ def _metrics(tokenize: str, lowercase: bool, which: Sequence[str], force: bool) 
 def paired_bootstrap(systems: Sequence[tuple[str, Sequence[str]]], references: Sequence[str],
                      n_samples: int = 1000, seed: int = 12345, tokenize: str = "none",
                      lowercase: bool = False, metrics: Sequence[str] = ("BLEU", "chrF", "TER"),
-                     all_pairs: bool = True, force: bool | None = None) -> dict:
+                     all_pairs: bool = True) -> dict:
     """Paired bootstrap p-values between every pair of ``systems`` (``(name, hypotheses)``), or with
     ``all_pairs=False`` between the first system and each other one.
 
     Returns ``{"pairs": [{"a", "b", "metric", "score_a", "score_b", "p_value"}...],
     "signatures": {metric: sacrebleu signature incl. the bootstrap settings},
     "implementation": ..., "samples": n, "seed": s}``. ``seed`` must be >= 1 (sacrebleu
-    treats 0 as "unseeded"). ``force``: the text is tokenised on purpose, as in
-    :func:`minismt.metrics.evaluate.evaluate` (default: with ``tokenize="none"``).
+    treats 0 as "unseeded"). BLEU is :func:`minismt.metrics.evaluate.bleu_scorer`'s
+    (no tokenized-period warning with ``tokenize="none"``).
     """
     if seed < 1:
         raise InputError(f"bootstrap seed {seed}", expected="an integer >= 1 (0 is unseeded to sacrebleu)")
     if n_samples < 1:
         raise InputError(f"bootstrap samples {n_samples}", expected="at least 1")
-    if force is None:
-        force = tokenize == "none"
     systems = [(name, list(hyps)) for name, hyps in systems]
     refs = list(references)
     for name, hyps in systems:
@@ -74,7 +73,7 @@ def paired_bootstrap(systems: Sequence[tuple[str, Sequence[str]]], references: S
     pairs, signatures = [], {}
     with _sacrebleu_seed(seed):
         for i in range(len(systems) - 1 if all_pairs else 1):
-            test = PairedTest(systems[i:], _metrics(tokenize, lowercase, metrics, force), references=[refs],
+            test = PairedTest(systems[i:], _metrics(tokenize, lowercase, metrics), references=[refs],
                               test_type="bs", n_samples=n_samples)
             sigs, scores = test()
             for metric in scores:
