@@ -476,6 +476,7 @@ def fuzz_weights(reader):
         except InputError:
             return
         copy = path.with_name(path.name + ".copy")
+        copy.unlink(missing_ok=True)  # the fuzzer reuses the directory: a copy from an earlier example
         try:
             write_cdec_weights(copy, weights)
         except InputError:  # a name the writer cannot write so that it reads back (e.g. a leading U+FEFF)

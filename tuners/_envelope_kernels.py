@@ -45,21 +45,12 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from minismt._primitives import grow
 from minismt.hypergraph._kernels import edge_scores
 from tuners._mert_kernels import N_STATS, best_interval, breakpoints, interval_point, sentence_orders
 from tuners._mert_kernels import upper_envelope
 
 __all__ = ["envelopes", "sweeps"]
-
-
-@njit(cache=True)
-def _grow(a, need):
-    """``a`` itself if it holds ``need`` items, else a copy with at least twice the room."""
-    if need <= a.shape[0]:
-        return a
-    b = np.empty(max(need, 2 * a.shape[0], 16), a.dtype)
-    b[:a.shape[0]] = a
-    return b
 
 
 @njit(cache=True, nogil=True)
@@ -135,11 +126,11 @@ def envelopes(in_offsets, tail_offsets, tails, feat_offsets, feat_ids, feat_valu
                 node_lo[v] = n_pool
                 if lo == hi:
                     if n_pool + 1 > pool_x.shape[0]:
-                        pool_x = _grow(pool_x, n_pool + 1)
-                        pool_m = _grow(pool_m, n_pool + 1)
-                        pool_a = _grow(pool_a, n_pool + 1)
-                        pool_edge = _grow(pool_edge, n_pool + 1)
-                        pool_bp = _grow(pool_bp, n_pool + 1)
+                        pool_x = grow(pool_x, n_pool + 1)
+                        pool_m = grow(pool_m, n_pool + 1)
+                        pool_a = grow(pool_a, n_pool + 1)
+                        pool_edge = grow(pool_edge, n_pool + 1)
+                        pool_bp = grow(pool_bp, n_pool + 1)
                     pool_x[n_pool] = -np.inf
                     pool_m[n_pool] = 0.0
                     pool_a[n_pool] = 0.0
@@ -167,12 +158,12 @@ def envelopes(in_offsets, tail_offsets, tails, feat_offsets, feat_ids, feat_valu
                         s0 = ptr[0]
                         s1 = node_hi[tails[t0]]
                         if n_cand + (s1 - s0) > cand_m.shape[0]:
-                            cand_m = _grow(cand_m, n_cand + (s1 - s0))
-                            cand_a = _grow(cand_a, n_cand + (s1 - s0))
-                            cand_edge = _grow(cand_edge, n_cand + (s1 - s0))
-                            cand_bp = _grow(cand_bp, n_cand + (s1 - s0))
+                            cand_m = grow(cand_m, n_cand + (s1 - s0))
+                            cand_a = grow(cand_a, n_cand + (s1 - s0))
+                            cand_edge = grow(cand_edge, n_cand + (s1 - s0))
+                            cand_bp = grow(cand_bp, n_cand + (s1 - s0))
                         if n_cand_tails + (s1 - s0) > cand_tails.shape[0]:
-                            cand_tails = _grow(cand_tails, n_cand_tails + (s1 - s0))
+                            cand_tails = grow(cand_tails, n_cand_tails + (s1 - s0))
                         for s in range(s0, s1):
                             if s > s0 and pool_x[s] == np.inf:
                                 break
@@ -190,12 +181,12 @@ def envelopes(in_offsets, tail_offsets, tails, feat_offsets, feat_ids, feat_valu
                             m += pool_m[ptr[i]]
                             y += pool_a[ptr[i]]
                         if n_cand + 1 > cand_m.shape[0]:
-                            cand_m = _grow(cand_m, n_cand + 1)
-                            cand_a = _grow(cand_a, n_cand + 1)
-                            cand_edge = _grow(cand_edge, n_cand + 1)
-                            cand_bp = _grow(cand_bp, n_cand + 1)
+                            cand_m = grow(cand_m, n_cand + 1)
+                            cand_a = grow(cand_a, n_cand + 1)
+                            cand_edge = grow(cand_edge, n_cand + 1)
+                            cand_bp = grow(cand_bp, n_cand + 1)
                         if n_cand_tails + arity > cand_tails.shape[0]:
-                            cand_tails = _grow(cand_tails, n_cand_tails + arity)
+                            cand_tails = grow(cand_tails, n_cand_tails + arity)
                         cand_m[n_cand] = m
                         cand_a[n_cand] = y
                         cand_edge[n_cand] = e
@@ -220,8 +211,8 @@ def envelopes(in_offsets, tail_offsets, tails, feat_offsets, feat_ids, feat_valu
                     # on equal slopes the earlier line first, so that it wins full ties
                     need = k + n_cand - first
                     if need > order.shape[0]:
-                        order = _grow(order, need)
-                        sorted_m = _grow(sorted_m, need)
+                        order = grow(order, need)
+                        sorted_m = grow(sorted_m, need)
                     i = 0
                     r = first
                     n_merged = 0
@@ -235,22 +226,22 @@ def envelopes(in_offsets, tail_offsets, tails, feat_offsets, feat_ids, feat_valu
                         sorted_m[n_merged] = cand_m[order[n_merged]]
                         n_merged += 1
                     if n_merged > hull_rows.shape[0]:
-                        hull_rows = _grow(hull_rows, n_merged)
-                        hull_x = _grow(hull_x, n_merged)
-                        hull_b = _grow(hull_b, n_merged)
+                        hull_rows = grow(hull_rows, n_merged)
+                        hull_x = grow(hull_x, n_merged)
+                        hull_b = grow(hull_b, n_merged)
                     k = upper_envelope(cand_a, sorted_m, order, 0, n_merged, hull_rows, hull_x, hull_b)
                 if n_pool + k > pool_x.shape[0]:
-                    pool_x = _grow(pool_x, n_pool + k)
-                    pool_m = _grow(pool_m, n_pool + k)
-                    pool_a = _grow(pool_a, n_pool + k)
-                    pool_edge = _grow(pool_edge, n_pool + k)
-                    pool_bp = _grow(pool_bp, n_pool + k)
+                    pool_x = grow(pool_x, n_pool + k)
+                    pool_m = grow(pool_m, n_pool + k)
+                    pool_a = grow(pool_a, n_pool + k)
+                    pool_edge = grow(pool_edge, n_pool + k)
+                    pool_bp = grow(pool_bp, n_pool + k)
                 for t in range(k):
                     r = hull_rows[t]
                     e = cand_edge[r]
                     arity = tail_offsets[e + 1] - tail_offsets[e]
                     if n_pool_tails + arity > pool_tails.shape[0]:
-                        pool_tails = _grow(pool_tails, n_pool_tails + arity)
+                        pool_tails = grow(pool_tails, n_pool_tails + arity)
                     pool_x[n_pool] = hull_x[t]
                     pool_m[n_pool] = hull_b[t]
                     pool_a[n_pool] = cand_a[r]
@@ -266,12 +257,12 @@ def envelopes(in_offsets, tail_offsets, tails, feat_offsets, feat_ids, feat_valu
                 goal = v1 - 1
                 for g in range(node_lo[goal], node_hi[goal]):
                     if n_out + 1 > seg_x.shape[0]:
-                        seg_x = _grow(seg_x, n_out + 1)
-                        seg_m = _grow(seg_m, n_out + 1)
-                        seg_a = _grow(seg_a, n_out + 1)
+                        seg_x = grow(seg_x, n_out + 1)
+                        seg_m = grow(seg_m, n_out + 1)
+                        seg_a = grow(seg_a, n_out + 1)
                     if n_out + 2 > word_offsets.shape[0]:
-                        word_offsets = _grow(word_offsets, n_out + 2)
-                        edge_offsets = _grow(edge_offsets, n_out + 2)
+                        word_offsets = grow(word_offsets, n_out + 2)
+                        edge_offsets = grow(edge_offsets, n_out + 2)
                     seg_x[n_out] = pool_x[g]
                     seg_m[n_out] = pool_m[g]
                     seg_a[n_out] = pool_a[g]
@@ -285,12 +276,12 @@ def envelopes(in_offsets, tail_offsets, tails, feat_offsets, feat_ids, feat_valu
                         if e < 0:
                             continue
                         if n_edges_out + 1 > edges.shape[0]:
-                            edges = _grow(edges, n_edges_out + 1)
+                            edges = grow(edges, n_edges_out + 1)
                         edges[n_edges_out] = e
                         n_edges_out += 1
                         arity = tail_offsets[e + 1] - tail_offsets[e]
                         if sp + arity > stack.shape[0]:
-                            stack = _grow(stack, sp + arity)
+                            stack = grow(stack, sp + arity)
                         for i in range(arity - 1, -1, -1):
                             stack[sp] = pool_tails[pool_bp[s] + i]
                             sp += 1
@@ -311,15 +302,15 @@ def envelopes(in_offsets, tail_offsets, tails, feat_offsets, feat_ids, feat_valu
                         item = tmpl[pos]
                         if item >= 0:
                             if n_words + 1 > words.shape[0]:
-                                words = _grow(words, n_words + 1)
+                                words = grow(words, n_words + 1)
                             words[n_words] = item
                             n_words += 1
                         else:
                             t = pool_tails[pool_bp[s] - item - 1]
                             if pool_edge[t] >= 0:
                                 if sp + 1 > frame_seg.shape[0]:
-                                    frame_seg = _grow(frame_seg, sp + 1)
-                                    frame_pos = _grow(frame_pos, sp + 1)
+                                    frame_seg = grow(frame_seg, sp + 1)
+                                    frame_pos = grow(frame_pos, sp + 1)
                                 frame_seg[sp] = t
                                 frame_pos[sp] = tmpl_offsets[pool_edge[t]]
                                 sp += 1

@@ -50,6 +50,7 @@ import math
 import numpy as np
 from numba import njit
 
+from minismt._primitives import logaddexp
 from minismt.kbest._kernels import row_score
 
 WEIGHTS_ALL = 0
@@ -58,15 +59,6 @@ WEIGHTS_TOP_N = 1
 """``c_j = 1`` for the first ``top_n`` positions, else 0 (top-n ListMLE; top-one ListNet)."""
 WEIGHTS_TOP_RANK = 2
 """``c(j) = (k - j + 1) / sum_{t=1..k} t`` (eq. 6, the top-rank enhanced cost)."""
-
-
-@njit(cache=True)
-def _logaddexp(a, b):
-    """``log(exp(a) + exp(b))`` without overflow; ``-inf`` if both are ``-inf``."""
-    m = max(a, b)
-    if m == -np.inf:
-        return m
-    return m + math.log1p(math.exp(-abs(a - b)))
 
 
 @njit(cache=True)
@@ -112,12 +104,12 @@ def list_loss_gradient(s, e, c, soft, g, lse_s, lse_e):
     k = s.shape[0]
     lse_s[k - 1] = s[k - 1]
     for j in range(k - 2, -1, -1):
-        lse_s[j] = _logaddexp(lse_s[j + 1], s[j])
+        lse_s[j] = logaddexp(lse_s[j + 1], s[j])
     loss = 0.0
     if soft:
         lse_e[k - 1] = e[k - 1]
         for j in range(k - 2, -1, -1):
-            lse_e[j] = _logaddexp(lse_e[j + 1], e[j])
+            lse_e[j] = logaddexp(lse_e[j + 1], e[j])
         nu = 0.0
         for j in range(k - 2, -1, -1):
             head = math.exp(e[j] - lse_e[j])
@@ -129,15 +121,15 @@ def list_loss_gradient(s, e, c, soft, g, lse_s, lse_e):
         for t in range(k):
             if c[t] > 0.0:
                 log_c = math.log(c[t])
-                log_a_s = _logaddexp(log_a_s, log_c - lse_s[t])
-                log_a_e = _logaddexp(log_a_e, log_c - lse_e[t])
+                log_a_s = logaddexp(log_a_s, log_c - lse_s[t])
+                log_a_e = logaddexp(log_a_e, log_c - lse_e[t])
             g[t] = math.exp(s[t] + log_a_s) - math.exp(e[t] + log_a_e)
     else:
         log_a = -np.inf
         for t in range(k):
             if c[t] > 0.0:
                 loss += c[t] * (lse_s[t] - s[t])
-                log_a = _logaddexp(log_a, math.log(c[t]) - lse_s[t])
+                log_a = logaddexp(log_a, math.log(c[t]) - lse_s[t])
             g[t] = math.exp(s[t] + log_a) - c[t]
     return loss
 

@@ -33,6 +33,7 @@ import math
 import numpy as np
 from numba import njit
 
+from minismt._primitives import grow, grow_rows, mix_in
 from minismt.lm._kernels import begin_state, score_word
 
 # hypothesis integer columns
@@ -64,37 +65,6 @@ def transition_cache(size: int = TRANSITION_CACHE_SIZE) -> np.ndarray:
 
 
 LN10 = math.log(10.0)
-_SEED = np.uint64(0x9E3779B97F4A7C15)
-_M1 = np.uint64(0xBF58476D1CE4E5B9)
-_M2 = np.uint64(0x94D049BB133111EB)
-
-
-@njit(cache=True, inline="always")
-def _mix(h, x):
-    """Fold the non-negative integer ``x`` into the hash ``h`` (splitmix64 finaliser)."""
-    z = h ^ (np.uint64(x) + _SEED)
-    z = (z ^ (z >> np.uint64(30))) * _M1
-    z = (z ^ (z >> np.uint64(27))) * _M2
-    return z ^ (z >> np.uint64(31))
-
-
-@njit(cache=True)
-def _grow2(a, need):
-    """``a`` itself if it has ``need`` rows, else a copy with at least twice the rows."""
-    if need <= a.shape[0]:
-        return a
-    b = np.empty((max(need, 2 * a.shape[0]), a.shape[1]), a.dtype)
-    b[:a.shape[0]] = a
-    return b
-
-
-@njit(cache=True)
-def _grow1(a, need):
-    if need <= a.shape[0]:
-        return a
-    b = np.empty(max(need, 2 * a.shape[0]), a.dtype)
-    b[:a.shape[0]] = a
-    return b
 
 
 @njit(cache=True)
@@ -117,7 +87,7 @@ def gather_ranges(flat, offsets, rows):
 @njit(cache=True, inline="always")
 def _phrase_hash(h, word):
     """Hash chain of a source phrase, extended by one word (:func:`source_hashes`)."""
-    return _mix(h, word + 1)
+    return mix_in(h, word + 1)
 
 
 @njit(cache=True)
@@ -259,9 +229,9 @@ def _intern(words, backs, length, s_w, s_b, s_len, s_hash, s_tab, n_states):
 
     Returns the id and the (possibly grown) store arrays with its new size.
     """
-    h = _mix(np.uint64(length), 0)
+    h = mix_in(np.uint64(length), 0)
     for i in range(length):
-        h = _mix(h, words[i] + 1)
+        h = mix_in(h, words[i] + 1)
     mask = s_tab.shape[0] - 1
     slot = np.int64(h & np.uint64(mask))
     while s_tab[slot] >= 0:
@@ -276,10 +246,10 @@ def _intern(words, backs, length, s_w, s_b, s_len, s_hash, s_tab, n_states):
                 return sid, s_w, s_b, s_len, s_hash, s_tab, n_states
         slot = (slot + 1) & mask
     if n_states == s_len.shape[0]:
-        s_w = _grow2(s_w, n_states + 1)
-        s_b = _grow2(s_b, n_states + 1)
-        s_len = _grow1(s_len, n_states + 1)
-        s_hash = _grow1(s_hash, n_states + 1)
+        s_w = grow_rows(s_w, n_states + 1)
+        s_b = grow_rows(s_b, n_states + 1)
+        s_len = grow(s_len, n_states + 1)
+        s_hash = grow(s_hash, n_states + 1)
     sid = n_states
     for i in range(s_w.shape[1]):
         s_w[sid, i] = words[i]
@@ -303,7 +273,7 @@ def _intern(words, backs, length, s_w, s_b, s_len, s_hash, s_tab, n_states):
 def _transition_slot(state, word, cache):
     """Slot and key of (LM state id, word) in the direct-mapped transition cache."""
     key = (np.int64(state) << 32) | np.int64(word)
-    return np.int64(_mix(np.uint64(key), 0) & np.uint64(cache.shape[0] - 1)), key
+    return np.int64(mix_in(np.uint64(key), 0) & np.uint64(cache.shape[0] - 1)), key
 
 
 @njit(cache=True, inline="always")
@@ -339,12 +309,12 @@ def _same(h_int, h_cov, h, cov, w, full, pstart, pend, fwd, tpos, state):
 
 @njit(cache=True, inline="always")
 def _state_hash(cov_hash, full, pstart, pend, fwd, tpos, state):
-    h = _mix(cov_hash, tpos)
+    h = mix_in(cov_hash, tpos)
     if full:
-        h = _mix(h, pstart + 1)
-        h = _mix(h, pend + 1)
-        h = _mix(h, fwd + 1)
-    return _mix(h, state)
+        h = mix_in(h, pstart + 1)
+        h = mix_in(h, pend + 1)
+        h = mix_in(h, fwd + 1)
+    return mix_in(h, state)
 
 
 @njit(cache=True)
@@ -485,7 +455,7 @@ def search(t, n, o_start, o_end, o_static, o_reo, o_fwd, o_lm_off, o_lm_ids, o_i
         h_flt[0, FUT] = w_lm * lp
         if forced and ref_len > 0:
             h_flt[0, FUT] = -np.inf
-    h_cov[0, w] = _state_hash(_mix(np.uint64(0), 0), False, -1, -1, -1, 0, state0)
+    h_cov[0, w] = _state_hash(mix_in(np.uint64(0), 0), False, -1, -1, -1, 0, state0)
     n_hyp = 1
     if h_flt[0, FUT] > -np.inf:
         st_mem[0, 0] = 0
@@ -554,7 +524,7 @@ def search(t, n, o_start, o_end, o_static, o_reo, o_fwd, o_lm_off, o_lm_ids, o_i
                         nc[p >> 6] |= np.uint64(1) << np.uint64(p & 63)
                     cov_hash = np.uint64(0)
                     for i in range(w):
-                        cov_hash = _mix(cov_hash, nc[i])
+                        cov_hash = mix_in(cov_hash, nc[i])
                     k2 = k + length
                     complete = k2 == n
                     full = not complete or end_orientation
@@ -652,8 +622,8 @@ def search(t, n, o_start, o_end, o_static, o_reo, o_fwd, o_lm_off, o_lm_ids, o_i
                                 break
                             slot = (slot + 1) & mask
                         if n_arc == e_int.shape[0]:
-                            e_int = _grow2(e_int, n_arc + 1)
-                            e_lm = _grow1(e_lm, n_arc + 1)
+                            e_int = grow_rows(e_int, n_arc + 1)
+                            e_lm = grow(e_lm, n_arc + 1)
                         e_int[n_arc, TAIL] = tail
                         e_int[n_arc, OPT] = o
                         e_lm[n_arc] = lm
@@ -671,9 +641,9 @@ def search(t, n, o_start, o_end, o_static, o_reo, o_fwd, o_lm_off, o_lm_ids, o_i
                             continue
                         # a new hypothesis
                         if n_hyp == h_int.shape[0]:
-                            h_int = _grow2(h_int, n_hyp + 1)
-                            h_flt = _grow2(h_flt, n_hyp + 1)
-                            h_cov = _grow2(h_cov, n_hyp + 1)
+                            h_int = grow_rows(h_int, n_hyp + 1)
+                            h_flt = grow_rows(h_flt, n_hyp + 1)
+                            h_cov = grow_rows(h_cov, n_hyp + 1)
                         hid = n_hyp
                         n_hyp += 1
                         stats[ST_CREATED] += 1

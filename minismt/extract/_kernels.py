@@ -16,6 +16,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
+from minismt._primitives import GOLDEN, mix64
+
 MAX_PHRASE_LENGTH = 8
 
 MONO = 0
@@ -212,23 +214,15 @@ def orientation_counts(pair_of, backward, forward, n_pairs):
 
 
 @njit(cache=True)
-def _mix64(z):
-    """splitmix64 finaliser (Steele, Lea & Flood 2014)."""
-    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    return z ^ (z >> np.uint64(31))
-
-
-@njit(cache=True)
 def span_hashes(words, offsets, row, start, length):
     """64-bit hash of each span ``words[offsets[row[k]] + start[k]:][:length[k]]``."""
     n = row.shape[0]
     out = np.empty(n, dtype=np.uint64)
     for k in range(n):
         first = offsets[row[k]] + start[k]
-        h = _mix64(np.uint64(length[k]) + np.uint64(0x9E3779B97F4A7C15))
+        h = mix64(np.uint64(length[k]) + GOLDEN)
         for t in range(length[k]):
-            h = _mix64(h ^ (np.uint64(words[first + t]) + np.uint64(0x632BE59BD9B4E019)))
+            h = mix64(h ^ (np.uint64(words[first + t]) + np.uint64(0x632BE59BD9B4E019)))
         out[k] = h
     return out
 

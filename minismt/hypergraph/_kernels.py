@@ -27,22 +27,10 @@ import math
 import numpy as np
 from numba import njit
 
+from minismt._primitives import GOLDEN, POLY_BASE, grow, logaddexp
+
 VITERBI = 0
 LOG = 1
-
-_HASH_BASE = np.uint64(0x100000001B3)
-_MIX = np.uint64(0x9E3779B97F4A7C15)
-
-
-@njit(cache=True)
-def _grow(a, need):
-    """``a`` itself if it holds ``need`` items, else a copy with at least twice the room."""
-    if need <= a.shape[0]:
-        return a
-    b = np.empty(max(need, 2 * a.shape[0], 16), a.dtype)
-    b[:a.shape[0]] = a
-    return b
-
 
 @njit(cache=True)
 def edge_scores(feat_offsets, feat_ids, feat_values, w, out):
@@ -52,17 +40,6 @@ def edge_scores(feat_offsets, feat_ids, feat_values, w, out):
         for p in range(feat_offsets[e], feat_offsets[e + 1]):
             s += w[feat_ids[p]] * feat_values[p]
         out[e] = s
-
-
-@njit(cache=True)
-def _logaddexp(a, b):
-    if a == -np.inf:
-        return b
-    if b == -np.inf:
-        return a
-    if a > b:
-        return a + math.log1p(math.exp(b - a))
-    return b + math.log1p(math.exp(a - b))
 
 
 @njit(cache=True)
@@ -91,7 +68,7 @@ def inside(in_offsets, tail_offsets, tails, score, semiring, value, best_edge):
                     acc = x
                     best_edge[v] = e
             else:
-                acc = _logaddexp(acc, x)
+                acc = logaddexp(acc, x)
         value[v] = acc
 
 
@@ -125,7 +102,7 @@ def outside(edge_head, tail_offsets, tails, score, inside_value, semiring, value
                 if x > value[t]:
                     value[t] = x
             else:
-                value[t] = _logaddexp(value[t], x)
+                value[t] = logaddexp(value[t], x)
 
 
 @njit(cache=True)
@@ -203,13 +180,13 @@ def viterbi_tree(best_edge, tail_offsets, tails, tmpl_offsets, tmpl, goal):
         if e < 0:
             continue
         if n_edges == edges.shape[0]:
-            edges = _grow(edges, n_edges + 1)
+            edges = grow(edges, n_edges + 1)
         edges[n_edges] = e
         n_edges += 1
         lo = tail_offsets[e]
         hi = tail_offsets[e + 1]
         if sp + hi - lo > stack.shape[0]:
-            stack = _grow(stack, sp + hi - lo)
+            stack = grow(stack, sp + hi - lo)
         for p in range(hi - 1, lo - 1, -1):
             stack[sp] = tails[p]
             sp += 1
@@ -232,7 +209,7 @@ def viterbi_tree(best_edge, tail_offsets, tails, tmpl_offsets, tmpl, goal):
         item = tmpl[pos]
         if item >= 0:
             if n_words == words.shape[0]:
-                words = _grow(words, n_words + 1)
+                words = grow(words, n_words + 1)
             words[n_words] = item
             n_words += 1
         else:
@@ -268,14 +245,14 @@ def feature_sums(edge_offsets, edges, feat_offsets, feat_ids, feat_values, dim):
                 if not touched[f]:
                     touched[f] = True
                     if n_idx == idx.shape[0]:
-                        idx = _grow(idx, n_idx + 1)
+                        idx = grow(idx, n_idx + 1)
                     idx[n_idx] = f
                     n_idx += 1
                 acc[f] += feat_values[p]
         order = np.sort(idx[:n_idx])
         if n_out + n_idx > out_ids.shape[0]:
-            out_ids = _grow(out_ids, n_out + n_idx)
-            out_values = _grow(out_values, n_out + n_idx)
+            out_ids = grow(out_ids, n_out + n_idx)
+            out_values = grow(out_values, n_out + n_idx)
         for f in order:
             if acc[f] != 0.0:
                 out_ids[n_out] = f
@@ -295,7 +272,7 @@ def _reserve(start, size, cap, pool, used, v):
     if size[v] < cap[v]:
         return pool, used
     new_cap = max(4, 2 * cap[v])
-    pool = _grow(pool, used + new_cap)
+    pool = grow(pool, used + new_cap)
     for i in range(size[v]):
         pool[used + i] = pool[start[v] + i]
     start[v] = used
@@ -306,8 +283,8 @@ def _reserve(start, size, cap, pool, used, v):
 @njit(cache=True)
 def _grow_store(need, d_edge, d_score, d_rank_off, d_hash, d_pow, d_len):
     """The derivation store's arrays, each with room for ``need`` derivations."""
-    return (_grow(d_edge, need), _grow(d_score, need), _grow(d_rank_off, need), _grow(d_hash, need),
-            _grow(d_pow, need), _grow(d_len, need))
+    return (grow(d_edge, need), grow(d_score, need), grow(d_rank_off, need), grow(d_hash, need),
+            grow(d_pow, need), grow(d_len, need))
 
 
 @njit(cache=True)
@@ -357,9 +334,9 @@ def _heap_pop(heap, lo, size, d_score):
 
 @njit(cache=True)
 def _rank_key(d, d_edge, d_rank_off, ranks, arity):
-    h = np.uint64(d_edge[d]) * _MIX + np.uint64(1)
+    h = np.uint64(d_edge[d]) * GOLDEN + np.uint64(1)
     for i in range(arity):
-        h = (h ^ np.uint64(ranks[d_rank_off[d] + i])) * _MIX
+        h = (h ^ np.uint64(ranks[d_rank_off[d] + i])) * GOLDEN
     return h ^ (h >> np.uint64(29))
 
 
@@ -414,8 +391,8 @@ def _set_yield_key(d, d_edge, d_rank_off, ranks, d_hash, d_pow, d_len, tail_offs
         for p in range(tmpl_offsets[e], tmpl_offsets[e + 1]):
             item = tmpl[p]
             if item >= 0:
-                h = h * _HASH_BASE + np.uint64(item + 1)
-                pw = pw * _HASH_BASE
+                h = h * POLY_BASE + np.uint64(item + 1)
+                pw = pw * POLY_BASE
                 length += 1
             else:
                 c = _child(d, -item - 1, d_edge, d_rank_off, ranks, tail_offsets, tails, dl_pool, dl_start)
@@ -521,7 +498,7 @@ def lazy_kbest(in_offsets, tail_offsets, tails, tmpl_offsets, tmpl, score, vit, 
         arity = 0 if e < 0 else tail_offsets[e + 1] - tail_offsets[e]
         d = n_d
         n_d += 1
-        ranks = _grow(ranks, n_r + arity)
+        ranks = grow(ranks, n_r + arity)
         d_edge[d] = e
         d_score[d] = vit[v]
         d_rank_off[d] = n_r
@@ -584,7 +561,7 @@ def lazy_kbest(in_offsets, tail_offsets, tails, tmpl_offsets, tmpl, score, vit, 
                     if n_d + 1 > d_edge.shape[0]:
                         d_edge, d_score, d_rank_off, d_hash, d_pow, d_len = _grow_store(
                             n_d + 1, d_edge, d_score, d_rank_off, d_hash, d_pow, d_len)
-                    ranks = _grow(ranks, n_r + a2)
+                    ranks = grow(ranks, n_r + a2)
                     c = n_d
                     s = score[e2]
                     for p in range(a2):
@@ -610,7 +587,7 @@ def lazy_kbest(in_offsets, tail_offsets, tails, tmpl_offsets, tmpl, score, vit, 
                 if n_d + 1 > d_edge.shape[0]:
                     d_edge, d_score, d_rank_off, d_hash, d_pow, d_len = _grow_store(
                         n_d + 1, d_edge, d_score, d_rank_off, d_hash, d_pow, d_len)
-                ranks = _grow(ranks, n_r + arity)
+                ranks = grow(ranks, n_r + arity)
                 c = n_d
                 d_edge[c] = e
                 d_rank_off[c] = n_r
@@ -646,7 +623,7 @@ def lazy_kbest(in_offsets, tail_offsets, tails, tmpl_offsets, tmpl, score, vit, 
                 buf_b = np.empty(2 * d_len[d], np.int32)
             duplicate = False
             mask = np.uint64(ytab.shape[0] - 1)
-            slot = (d_hash[d] ^ (np.uint64(v) * _MIX)) & mask
+            slot = (d_hash[d] ^ (np.uint64(v) * GOLDEN)) & mask
             filled = False
             while ytab[slot] >= 0:
                 other = ytab[slot]
@@ -685,7 +662,7 @@ def lazy_kbest(in_offsets, tail_offsets, tails, tmpl_offsets, tmpl, score, vit, 
 @njit(cache=True)
 def _ytab_put(ytab, ytab_node, d, v, d_hash):
     mask = np.uint64(ytab.shape[0] - 1)
-    slot = (d_hash[d] ^ (np.uint64(v) * _MIX)) & mask
+    slot = (d_hash[d] ^ (np.uint64(v) * GOLDEN)) & mask
     while ytab[slot] >= 0:
         slot = (slot + np.uint64(1)) & mask
     ytab[slot] = d
@@ -729,11 +706,11 @@ def expand_derivations(ids, d_edge, d_len, d_rank_off, ranks, dl_pool, dl_start,
             e = d_edge[d]
             if e < 0:
                 continue
-            edges = _grow(edges, n_edges + 1)
+            edges = grow(edges, n_edges + 1)
             edges[n_edges] = e
             n_edges += 1
             arity = tail_offsets[e + 1] - tail_offsets[e]
-            stack = _grow(stack, sp + arity)
+            stack = grow(stack, sp + arity)
             for p in range(arity - 1, -1, -1):
                 stack[sp] = _child(d, p, d_edge, d_rank_off, ranks, tail_offsets, tails, dl_pool, dl_start)
                 sp += 1

@@ -5,7 +5,7 @@ arrays indexed by word id and every longer n-gram in one open-addressing hash
 table with linear probing. An n-gram's key is a 64-bit hash chained from its
 newest word towards its oldest, with the order mixed in at every step::
 
-    h_1 = mix(w_n + SEED)
+    h_1 = mix(w_n + GOLDEN)
     h_k = mix(h_{k-1} ^ (w_{n-k+1} * M + k))        (k = 2 .. n)
 
 so the decoder extends a match one word to the left at O(1) cost, exactly as
@@ -35,9 +35,8 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
-SEED = np.uint64(0x9E3779B97F4A7C15)
-MIX1 = np.uint64(0xBF58476D1CE4E5B9)
-MIX2 = np.uint64(0x94D049BB133111EB)
+from minismt._primitives import GOLDEN, MIX1, mix64
+
 EMPTY = np.uint64(0)
 
 
@@ -80,17 +79,9 @@ class LMTables(NamedTuple):
 
 
 @njit(cache=True)
-def mix64(x):
-    """The splitmix64 finaliser: a bijection of uint64 that spreads every input bit."""
-    x = (x ^ (x >> np.uint64(30))) * MIX1
-    x = (x ^ (x >> np.uint64(27))) * MIX2
-    return x ^ (x >> np.uint64(31))
-
-
-@njit(cache=True)
 def hash_start(word):
     """Hash chain value of the unigram ``word``."""
-    return mix64(np.uint64(word) + SEED)
+    return mix64(np.uint64(word) + GOLDEN)
 
 
 @njit(cache=True)
