@@ -15,6 +15,8 @@ from minismt.hypergraph.batch import ForestBatch
 from minismt.metrics import BleuReferences
 from plugins.cdec.weights import read_cdec_weights
 from minismt.hypergraph import ForestData
+import random_forests
+from random_forests import RngDraws
 
 CDEC = ("fixtures", "cdec")
 WORDS = ["the", "a", "house", "small", "is", "The", "HOUSE", "green", "zz", "qq"]
@@ -23,23 +25,11 @@ NAMES = ["f0", "f1", "f2"]
 
 
 def random_forest(rng, space, vocab, odd_words=()):
-    """A small random forest: start nodes, shared sub-forests (a node used twice is expanded twice),
-    dyadic features (exact ties), templates mixing words and tail yields in any order."""
-    b = HypergraphBuilder(space, vocab)
-    n = int(rng.integers(1, 8))
-    for v in range(n):
-        b.add_node("X")
-        if v > 0 and rng.random() < 0.15 and v < n - 1:
-            continue  # a start node (no in-edge) in the middle
-        for _ in range(int(rng.integers(1, 4))):
-            arity = int(rng.integers(0, min(v, 2) + 1))
-            tails = [int(t) for t in rng.integers(0, v, size=arity)] if v else []
-            feats = {name: float(rng.choice(DYADIC)) for name in NAMES if rng.random() < 0.7}
-            items: list = [str(rng.choice(WORDS)) for _ in range(int(rng.integers(0, 3)))]
-            items += list(rng.permutation(arity).tolist())
-            rng.shuffle(items)
-            b.add_edge(v, tails, feats, [int(x) if isinstance(x, (int, np.integer)) else x for x in items])
-    hg = b.build()
+    """A small shared random forest (:mod:`random_forests`: start nodes anywhere, shared sub-forests,
+    two-tail edges, templates mixing words and tail yields in any order) with dyadic features (exact
+    ties), and with ``odd_words`` some words the builder refuses."""
+    hg = random_forests.random_forest(RngDraws(rng), space, vocab, int(rng.integers(1, 8)), values=DYADIC,
+                                      words=WORDS)
     if odd_words and hg.tmpl.size:
         # words the builder refuses (whitespace, empty), placed by editing the template ids
         tmpl = hg.tmpl.copy()

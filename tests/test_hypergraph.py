@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import gzip
-import itertools
 import json
 import math
 from collections import Counter, defaultdict
@@ -26,37 +25,15 @@ from minismt.kbest import KBestBuilder
 from minismt.metrics import BleuReferences
 from plugins.cdec.kbest_file import iter_kbest
 from plugins.cdec.weights import read_cdec_weights
+import random_forests
+from random_forests import derivation_table
 
 NAMES = ["f0", "f1", "f2"]
 DYADIC = [-2.0, -1.5, -1.0, -0.5, -0.25, 0.0, 0.25, 0.5, 1.0, 1.5, 2.0]
 MAX_DERIVATIONS = 300
 
 
-# ---- brute force --------------------------------------------------------------------------
-
-def enumerate_all(hg: Hypergraph, scores) -> list[list[tuple[float, tuple, tuple]]]:
-    """Every derivation of every node as (score, pre-order edges, yield words), by plain recursion."""
-    out: list[list[tuple[float, tuple, tuple]]] = []
-    for v in range(hg.n_nodes):
-        lo, hi = int(hg.in_offsets[v]), int(hg.in_offsets[v + 1])
-        if lo == hi:
-            out.append([(0.0, (), ())])
-            continue
-        derivations = []
-        for e in range(lo, hi):
-            tails = [int(t) for t in hg.edge_tails(e)]
-            for combo in itertools.product(*[out[t] for t in tails]):
-                score = float(scores[e])
-                for child in combo:
-                    score += child[0]
-                edges = (e,) + sum((child[1] for child in combo), ())
-                words: list[str] = []
-                for item in hg.tmpl[hg.tmpl_offsets[e]:hg.tmpl_offsets[e + 1]]:
-                    words.extend([hg.vocab[int(item)]] if item >= 0 else combo[-int(item) - 1][2])
-                derivations.append((score, edges, tuple(words)))
-        out.append(derivations)
-    return out
-
+# ---- brute force ----------------------------------------------------------------------------
 
 def node_counts(hg: Hypergraph, edges: tuple) -> Counter:
     """How often each node occurs in the derivation tree with these edges."""
@@ -80,30 +57,11 @@ def logsumexp(values) -> float:
 
 # ---- random forests -----------------------------------------------------------------------
 
-@st.composite
-def forests(draw, max_nodes: int = 8):
-    """Random acyclic hypergraphs: <= 8 nodes, <= 3 in-edges each, <= 2 tails per edge, 3 features."""
-    n = draw(st.integers(1, max_nodes))
-    builder = HypergraphBuilder(FeatureSpace(NAMES))
-    counts: list[int] = []
-    for v in range(n):
-        builder.add_node(draw(st.sampled_from(["X", "S", None])))
-        n_in = draw(st.integers(1 if v == n - 1 else 0, 3))
-        total = 0
-        for _ in range(n_in):
-            tails = draw(st.lists(st.integers(0, v - 1), max_size=2)) if v > 0 else []
-            if math.prod(counts[t] for t in tails) + total > MAX_DERIVATIONS:
-                tails = []
-            total += math.prod(counts[t] for t in tails)
-            slots = draw(st.permutations(range(len(tails))))
-            words = draw(st.lists(st.sampled_from(["a", "b", "c"]), max_size=2))
-            target = list(slots)
-            for word in words:
-                target.insert(draw(st.integers(0, len(target))), word)
-            feats = {name: draw(st.sampled_from(DYADIC)) for name in NAMES if draw(st.booleans())}
-            builder.add_edge(v, tails, feats, target)
-        counts.append(total if n_in else 1)
-    return builder.build()
+def forests():
+    """The shared random forests (:func:`random_forests.random_forest`): <= 8 nodes, <= 2 tails per edge,
+    dyadic features (sums are exact, so ties are exact), labelled and unlabelled nodes."""
+    return random_forests.forests(FeatureSpace(NAMES), max_nodes=8, values=DYADIC, labels=("X", "S", None),
+                                  words=["a", "b", "c"], max_derivations=MAX_DERIVATIONS)
 
 
 weights_st = st.lists(st.sampled_from(DYADIC), min_size=3, max_size=3).map(np.array)
@@ -114,7 +72,7 @@ SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[Heal
 @given(forests(), weights_st)
 def test_viterbi_and_inside_equal_brute_force(hg, w):
     scores = hg.edge_scores(w)
-    every = enumerate_all(hg, scores)
+    every = derivation_table(hg, scores)
     vit, best = hg.viterbi_scores(w)
     inside = hg.inside(w)
     for v in range(hg.n_nodes):
@@ -136,7 +94,7 @@ def test_viterbi_and_inside_equal_brute_force(hg, w):
 @given(forests(), weights_st)
 def test_outside_and_posteriors_equal_brute_force_marginals(hg, w):
     scores = hg.edge_scores(w)
-    goal = enumerate_all(hg, scores)[hg.goal]
+    goal = derivation_table(hg, scores)[hg.goal]
     log_z = logsumexp(d[0] for d in goal)
     edge_expect = np.zeros(hg.n_edges)
     node_expect = np.zeros(hg.n_nodes)
@@ -166,7 +124,7 @@ def test_outside_and_posteriors_equal_brute_force_marginals(hg, w):
 @SETTINGS
 @given(forests(), weights_st, st.integers(1, 25))
 def test_kbest_is_the_top_of_the_enumeration(hg, w, k):
-    goal = enumerate_all(hg, hg.edge_scores(w))[hg.goal]
+    goal = derivation_table(hg, hg.edge_scores(w))[hg.goal]
     ranked = sorted((d[0] for d in goal), reverse=True)
     kb = hg.kbest(k, w)
     assert len(kb) == min(k, len(goal))
@@ -186,7 +144,7 @@ def test_kbest_is_the_top_of_the_enumeration(hg, w, k):
 @SETTINGS
 @given(forests(), weights_st, st.integers(1, 12))
 def test_distinct_kbest_is_the_top_of_the_unique_yields(hg, w, k):
-    goal = enumerate_all(hg, hg.edge_scores(w))[hg.goal]
+    goal = derivation_table(hg, hg.edge_scores(w))[hg.goal]
     best_of: dict[tuple, float] = {}
     for score, _, words in goal:
         best_of[words] = max(score, best_of.get(words, -math.inf))
@@ -205,13 +163,13 @@ def test_distinct_kbest_is_the_top_of_the_unique_yields(hg, w, k):
 def derivation_multiset(hg: Hypergraph, w) -> Counter:
     if hg.n_nodes == 0:
         return Counter()
-    return Counter((d[0], d[2]) for d in enumerate_all(hg, hg.edge_scores(w))[hg.goal])
+    return Counter((d[0], d[2]) for d in derivation_table(hg, hg.edge_scores(w))[hg.goal])
 
 
 @SETTINGS
 @given(forests(), weights_st, st.sampled_from([1.0, 0.5, 0.2, 0.05]))
 def test_max_marginal_pruning_keeps_exactly_the_passing_edges(hg, w, threshold):
-    goal = enumerate_all(hg, hg.edge_scores(w))[hg.goal]
+    goal = derivation_table(hg, hg.edge_scores(w))[hg.goal]
     best = max(d[0] for d in goal)
     passing = np.zeros(hg.n_edges, dtype=bool)
     for e in range(hg.n_edges):
@@ -243,7 +201,7 @@ def test_posterior_pruning_keeps_the_likely_edges_and_the_viterbi_path(hg, w, th
 @given(forests(), weights_st, st.data())
 def test_subgraph_has_exactly_the_derivations_of_the_kept_edges(hg, w, data):
     mask = np.array(data.draw(st.lists(st.booleans(), min_size=hg.n_edges, max_size=hg.n_edges)), dtype=bool)
-    goal = enumerate_all(hg, hg.edge_scores(w))[hg.goal]
+    goal = derivation_table(hg, hg.edge_scores(w))[hg.goal]
     expected = Counter((d[0], d[2]) for d in goal if all(mask[e] for e in d[1]))
     sub = hg.subgraph(mask)
     assert derivation_multiset(sub, w) == expected
@@ -254,10 +212,25 @@ def test_subgraph_has_exactly_the_derivations_of_the_kept_edges(hg, w, data):
 @settings(max_examples=40, deadline=None)
 @given(forests(), st.lists(st.floats(-3, 3), min_size=3, max_size=3).map(np.array), st.integers(1, 10))
 def test_real_valued_weights(hg, w, k):
-    goal = enumerate_all(hg, hg.edge_scores(w))[hg.goal]
+    goal = derivation_table(hg, hg.edge_scores(w))[hg.goal]
     ranked = sorted((d[0] for d in goal), reverse=True)
     np.testing.assert_allclose(hg.kbest(k, w).scores, ranked[:k], rtol=1e-12, atol=1e-12)
     assert hg.viterbi(w).score == pytest.approx(ranked[0], abs=1e-12)
+
+
+def test_random_forests_have_two_tail_edges_shared_sub_forests_and_repeated_tails():
+    """What the brute-force tests above check the kernels on: most forests of the generator have an
+    edge with two tails, a node that is a tail of two edges (a shared sub-forest) and many an edge
+    whose two tails are one node."""
+    rng = np.random.default_rng(0)
+    two_tails = shared = repeated = 0
+    for _ in range(200):
+        hg = random_forests.random_forest(random_forests.RngDraws(rng), FeatureSpace(NAMES), n_nodes=6)
+        arity = np.diff(hg.tail_offsets)
+        two_tails += bool(np.any(arity >= 2))
+        shared += bool(np.any(np.bincount(hg.tails, minlength=hg.n_nodes) >= 2))
+        repeated += any(len(set(hg.edge_tails(e).tolist())) < arity[e] for e in range(hg.n_edges))
+    assert two_tails >= 140 and shared >= 140 and repeated >= 40, (two_tails, shared, repeated)
 
 
 # ---- builder, validation, API ---------------------------------------------------------------
@@ -475,7 +448,7 @@ def test_cdec_hg_test_graphs_against_brute_force(name, sizes):
         assert (hg.n_nodes, hg.n_edges) == sizes
         rng = np.random.default_rng(len(name))
         w = rng.normal(size=len(hg.space))
-        goal = enumerate_all(hg, hg.edge_scores(w))[hg.goal]
+        goal = derivation_table(hg, hg.edge_scores(w))[hg.goal]
         assert hg.viterbi(w).score == pytest.approx(max(d[0] for d in goal))
         assert hg.log_partition(w) == pytest.approx(logsumexp(d[0] for d in goal))
         np.testing.assert_allclose(hg.kbest(1000, w).scores, sorted((d[0] for d in goal), reverse=True))
@@ -491,7 +464,7 @@ def test_cdec_forest_complete_kbest_equals_enumeration(folder, name, weights):
     path = shared_path(*CDEC, folder, name)
     hg = read_cdec_json(path)
     w = hg.weight_array(read_cdec_weights(path.parent / weights))
-    goal = enumerate_all(hg, hg.edge_scores(w))[hg.goal]
+    goal = derivation_table(hg, hg.edge_scores(w))[hg.goal]
     kb = hg.kbest(10 * len(goal), w)
     assert kb.scores.tolist() == sorted((d[0] for d in goal), reverse=True)
     assert Counter(tuple(d.edges.tolist()) for d in kb) == Counter(d[1] for d in goal)

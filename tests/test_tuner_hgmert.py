@@ -32,9 +32,10 @@ from minismt.hypergraph import HypergraphBuilder, read_cdec_json
 from minismt.kbest import KBestBuilder
 from minismt.metrics import BleuReferences
 from plugins.cdec.weights import read_cdec_weights
-from tuners import _envelope_kernels as E
 from tuners import hgmert
-from minismt.hypergraph import ForestData
+from minismt.hypergraph import ForestData, _envelope_kernels
+import random_forests
+from random_forests import RngDraws, derivation_table
 from tuners.hgmert import HypergraphMERT, best_interval, forest_envelope, line_search
 from tuners.mert import MERT
 
@@ -45,54 +46,19 @@ SETTINGS = settings(max_examples=120, deadline=None, suppress_health_check=[Heal
 
 
 # ---- random forests and brute force ----------------------------------------------------------
-@st.composite
-def forests(draw, space: FeatureSpace, vocab: Vocabulary, max_nodes: int = 7):
-    """Acyclic forests: <= 7 nodes, <= 3 in-edges per node and <= 3 tails per edge (a tail may be any
-    earlier node, so sub-forests are shared, and may repeat within an edge), start nodes (no
-    in-edge) used as tails, integer features in [-2, 2] (identical lines: ties), 0-2 words per edge."""
-    n = draw(st.integers(1, max_nodes))
-    builder = HypergraphBuilder(space, vocab)
-    counts: list[int] = []
-    for v in range(n):
-        builder.add_node("X")
-        n_in = draw(st.integers(1 if v == n - 1 else 0, 3))
-        total = 0
-        for _ in range(n_in):
-            tails = draw(st.lists(st.integers(0, v - 1), max_size=3)) if v > 0 else []
-            if math.prod(counts[t] for t in tails) + total > MAX_DERIVATIONS:
-                tails = []
-            total += math.prod(counts[t] for t in tails)
-            target = list(draw(st.permutations(range(len(tails)))))
-            for word in draw(st.lists(st.sampled_from(WORDS), max_size=2)):
-                target.insert(draw(st.integers(0, len(target))), word)
-            feats = {name: draw(st.integers(-2, 2)) for name in NAMES if draw(st.booleans())}
-            builder.add_edge(v, tails, feats, target)
-        counts.append(total if n_in else 1)
-    return builder.build()
+def forests(space: FeatureSpace, vocab: Vocabulary, max_nodes: int = 7):
+    """The shared random forests (:mod:`random_forests`) with <= 3 tails per edge and integer features in
+    [-2, 2] (identical lines: ties)."""
+    return random_forests.forests(space, vocab, max_nodes, max_tails=3, values=range(-2, 3), words=WORDS,
+                                  max_derivations=MAX_DERIVATIONS)
 
 
 def random_forest(rng: np.random.Generator, space: FeatureSpace, vocab: Vocabulary, n: int = 6,
                   feature_range: int = 2, max_derivations: int = MAX_DERIVATIONS):
-    """The same kind of forest as :func:`forests`, from a seeded generator."""
-    builder = HypergraphBuilder(space, vocab)
-    counts: list[int] = []
-    for v in range(n):
-        builder.add_node("X")
-        n_in = int(rng.integers(1 if v == n - 1 else 0, 4))
-        total = 0
-        for _ in range(n_in):
-            tails = [int(t) for t in rng.integers(0, v, int(rng.integers(0, 3)))] if v > 0 else []
-            if math.prod(counts[t] for t in tails) + total > max_derivations:
-                tails = []
-            total += math.prod(counts[t] for t in tails)
-            target = [int(i) for i in rng.permutation(len(tails))]
-            for word in rng.choice(WORDS, int(rng.integers(0, 3))):
-                target.insert(int(rng.integers(0, len(target) + 1)), str(word))
-            feats = {name: int(rng.integers(-feature_range, feature_range + 1)) for name in NAMES
-                     if rng.random() < 0.7}
-            builder.add_edge(v, tails, feats, target)
-        counts.append(total if n_in else 1)
-    return builder.build()
+    """The same kind of forest with <= 2 tails per edge, from a seeded generator."""
+    values = range(-feature_range, feature_range + 1)
+    return random_forests.random_forest(RngDraws(rng), space, vocab, n, values=values, words=WORDS,
+                                        max_derivations=max_derivations)
 
 
 def edge_dot(hg, v) -> list[int]:
@@ -105,24 +71,7 @@ def edge_dot(hg, v) -> list[int]:
 
 def derivations(hg, w, d):
     """Every derivation of the goal as ``(slope, intercept, pre-order edges, words)``, exact integers."""
-    a, b = edge_dot(hg, w), edge_dot(hg, d)
-    table: list[list[tuple]] = []
-    for v in range(hg.n_nodes):
-        lo, hi = int(hg.in_offsets[v]), int(hg.in_offsets[v + 1])
-        if lo == hi:
-            table.append([(0, 0, (), ())])
-            continue
-        here = []
-        for e in range(lo, hi):
-            tails = [int(t) for t in hg.edge_tails(e)]
-            for combo in itertools.product(*[table[t] for t in tails]):
-                words: list[str] = []
-                for item in hg.tmpl[hg.tmpl_offsets[e]:hg.tmpl_offsets[e + 1]]:
-                    words.extend([hg.vocab[int(item)]] if item >= 0 else combo[-int(item) - 1][3])
-                here.append((b[e] + sum(c[0] for c in combo), a[e] + sum(c[1] for c in combo),
-                             (e,) + sum((c[2] for c in combo), ()), tuple(words)))
-        table.append(here)
-    return table[hg.goal]
+    return derivation_table(hg, edge_dot(hg, d), edge_dot(hg, w))[hg.goal]
 
 
 def exact_envelope(lines):
@@ -357,7 +306,7 @@ def test_envelopes_shared_over_threads_equal_one_call(monkeypatch, n_threads):
     forests = hgmert._Forests(data)
     a = forests.intercepts(np.array([1.0, -1.0, 0.5]))
     directions = np.random.default_rng(3).standard_normal((5, 3))
-    one = E.envelopes(*forests.arrays, forests.node_bounds, a, directions)
+    one = _envelope_kernels.envelopes(*forests.arrays, forests.node_bounds, a, directions)
     monkeypatch.setattr(numba.config, "NUMBA_NUM_THREADS", n_threads)
     shared = forests.envelopes(a, directions)
     assert len(shared) == len(one)

@@ -4,9 +4,10 @@ Along a line ``w + gamma * d`` through weight space every hypothesis ``h`` is a
 line in ``gamma``: ``s(gamma) = w.h + gamma * d.h`` (intercept ``a = w.h``,
 slope ``b = d.h``). The model-best hypothesis of a sentence is the top line,
 so it changes only at the breakpoints of the sentence's *upper envelope*
-(Macherey et al. 2008, Algorithm 1): sort the lines by slope, keep the highest
-intercept of equal slopes, and sweep them with a stack, popping every line
-whose interval becomes empty. Between two consecutive breakpoints of all
+(Macherey et al. 2008, Algorithm 1, the envelope semiring's
+:func:`minismt.hypergraph._envelope_kernels.upper_envelope`): sort the lines by
+slope, keep the highest intercept of equal slopes, and sweep them with a stack,
+popping every line whose interval becomes empty. Between two consecutive breakpoints of all
 sentences together the corpus statistics are constant, so corpus BLEU is a step
 function of ``gamma``; merging the breakpoints of all sentences and sweeping
 them left to right with the statistics' deltas evaluates it exactly on every
@@ -32,6 +33,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from minismt.hypergraph._envelope_kernels import upper_envelope
 from minismt.kbest._kernels import model_scores
 from minismt.metrics._kernels import MAX_ORDER, SMOOTH_EXP, SMOOTH_NONE
 from minismt.metrics._kernels import bleu_from_sums as bleu
@@ -40,7 +42,7 @@ N_STATS = 2 * MAX_ORDER + 1
 
 __all__ = ["SMOOTH_EXP", "SMOOTH_NONE", "bleu", "best_interval", "breakpoints",
            "coordinate_slopes", "direction_slopes", "envelopes", "line_searches",
-           "model_bleu", "model_scores", "sentence_orders", "upper_envelope"]
+           "model_bleu", "model_scores", "sentence_orders"]
 
 
 @njit(cache=True)
@@ -103,71 +105,6 @@ def sentence_orders(offsets, slopes, orders, sorted_slopes):
                 for t in range(hi - lo):
                     orders[j, lo + t] = lo + local[t]
                     sorted_slopes[j, lo + t] = slopes[j, lo + local[t]]
-
-
-@njit(cache=True)
-def upper_envelope(a, sorted_b, order, lo, hi, hull_rows, hull_x, hull_b):
-    """Upper envelope of the lines ``a[r] + gamma * b[r]`` of one instance's rows.
-
-    ``order[lo:hi]`` are the rows sorted by slope and ``sorted_b[lo:hi]``
-    their slopes (:func:`sentence_orders`). Macherey et al. (2008),
-    Algorithm 1: of each run of equal slopes only the highest line enters (the
-    first row on equal intercepts); a line pops the stack top while it meets
-    the top at or left of the top's own left breakpoint. Writes the envelope's
-    rows at ``hull_rows[lo:lo+k]``, their left breakpoints at
-    ``hull_x[lo:lo+k]`` (``hull_x[lo] = -inf``, strictly increasing) and
-    slopes at ``hull_b[lo:lo+k]``, and returns ``k``: row ``hull_rows[lo+t]``
-    is the model-best on ``(hull_x[lo+t], hull_x[lo+t+1])``.
-
-    Before the sweep, lines that cannot reach the envelope are skipped
-    (the Akl-Toussaint heuristic in the dual, where line ``(b, a)`` is a
-    point and the envelope the upper convex hull): a point strictly below
-    the chords from a lowest-slope line L to a highest-intercept line T and
-    from T to a highest-slope line R is below the hull (any L and R of their
-    runs will do: a lower end point only lowers the chord). The test is two
-    products; it spares most lines the divisions of the sweep. (In floating
-    point a line within rounding of a chord may be skipped; the interval it
-    would hold on the envelope is then as narrow as that rounding.)
-    """
-    if hi == lo:
-        return 0
-    b_left, a_left = sorted_b[lo], a[order[lo]]
-    b_right, a_right = sorted_b[hi - 1], a[order[hi - 1]]
-    b_top, a_top = b_left, a_left
-    for i in range(lo + 1, hi):
-        if a[order[i]] > a_top:
-            a_top = a[order[i]]
-            b_top = sorted_b[i]
-    k = 0
-    i = lo
-    while i < hi:
-        r = order[i]
-        m = sorted_b[i]
-        i += 1
-        while i < hi and sorted_b[i] == m:
-            other = order[i]
-            if a[other] > a[r] or (a[other] == a[r] and other < r):
-                r = other
-            i += 1
-        y = a[r]
-        if m <= b_top:
-            if b_top > b_left and (y - a_left) * (b_top - b_left) < (a_top - a_left) * (m - b_left):
-                continue
-        elif b_right > b_top and (y - a_top) * (b_right - b_top) < (a_right - a_top) * (m - b_top):
-            continue
-        x = -np.inf
-        while k > 0:
-            x = (a[hull_rows[lo + k - 1]] - y) / (m - hull_b[lo + k - 1])
-            if x > hull_x[lo + k - 1]:
-                break
-            k -= 1
-        if k == 0:
-            x = -np.inf
-        hull_rows[lo + k] = r
-        hull_x[lo + k] = x
-        hull_b[lo + k] = m
-        k += 1
-    return k
 
 
 @njit(cache=True)

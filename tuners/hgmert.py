@@ -5,8 +5,8 @@ Minimum Bayes-Risk Decoding for Translation Hypergraphs and Lattices" (MERT on
 hypergraphs; for lattices, Macherey et al. 2008): along a line ``w + x * d`` of weight space, corpus
 BLEU of the Viterbi translations is a step function of ``x``, and its steps
 can be found over *all* derivations of a forest, not only a k-best list, by
-running the inside algorithm in the envelope semiring (kernels in
-:mod:`tuners._envelope_kernels`):
+running the inside algorithm in the envelope semiring (the forest core's
+:mod:`minismt.hypergraph._envelope_kernels`; the sweep is :mod:`tuners._hgmert_kernels`):
 
 - every edge is a line ``w . f_e + x * d . f_e``;
 - bottom-up, an edge's value is the Minkowski sum of its tails' upper envelopes
@@ -59,7 +59,8 @@ import numpy as np
 
 from minismt.errors import InputError
 from minismt.hypergraph import ForestData, Hypergraph, _kernels
-from tuners import _envelope_kernels as E
+from minismt.hypergraph._envelope_kernels import envelopes
+from tuners import _hgmert_kernels
 from tuners import _mert_kernels as K
 from tuners.base import HypergraphTuner, register
 from tuners.mert import _SMOOTH, MERT, OUTSIDE, _SearchBase
@@ -95,8 +96,8 @@ def forest_envelope(hg: Hypergraph, w, direction) -> Envelope:
         d = hg.weight_array(direction)
     except InputError as err:
         raise InputError(f"bad direction: {err}") from None
-    out = E.envelopes(hg.in_offsets, hg.tail_offsets, hg.tails, hg.feat_offsets, hg.feat_ids, hg.feat_values,
-                      hg.tmpl_offsets, hg.tmpl, np.array([0, hg.n_nodes], dtype=np.int64), a, d[None, :])
+    out = envelopes(hg.in_offsets, hg.tail_offsets, hg.tails, hg.feat_offsets, hg.feat_ids, hg.feat_values,
+                    hg.tmpl_offsets, hg.tmpl, np.array([0, hg.n_nodes], dtype=np.int64), a, d[None, :])
     _, x, slopes, intercepts, word_offsets, words, edge_offsets, edges = out
     n = x.shape[0]
     return Envelope(x, slopes, intercepts, [edges[edge_offsets[i]:edge_offsets[i + 1]] for i in range(n)],
@@ -241,7 +242,7 @@ class _Forests:
         return a
 
     def envelopes(self, a: np.ndarray, directions: np.ndarray):
-        """:func:`tuners._envelope_kernels.envelopes` of every forest along every direction.
+        """:func:`minismt.hypergraph._envelope_kernels.envelopes` of every forest along every direction.
 
         The directions are shared out over ``numba.config.NUMBA_NUM_THREADS`` threads (the
         kernel releases the GIL); the parts are joined in direction order, so the result
@@ -249,10 +250,10 @@ class _Forests:
         """
         n_threads = min(directions.shape[0], max(1, int(numba.config.NUMBA_NUM_THREADS)))
         if n_threads == 1:
-            return E.envelopes(*self.arrays, self.node_bounds, a, directions)
+            return envelopes(*self.arrays, self.node_bounds, a, directions)
         chunks = [np.ascontiguousarray(c) for c in np.array_split(directions, n_threads)]
         with ThreadPoolExecutor(n_threads) as pool:
-            parts = list(pool.map(lambda c: E.envelopes(*self.arrays, self.node_bounds, a, c), chunks))
+            parts = list(pool.map(lambda c: envelopes(*self.arrays, self.node_bounds, a, c), chunks))
         return _join_envelopes(parts)
 
     def stats(self, seg_offsets, word_offsets, words, n_directions: int) -> np.ndarray:
@@ -289,7 +290,7 @@ class _Forests:
             block = np.ascontiguousarray(directions[start:start + per_block], dtype=np.float64)
             seg_offsets, _, slopes, intercepts, word_offsets, words, _, _ = self.envelopes(a, block)
             stats = self.stats(seg_offsets, word_offsets, words, block.shape[0])
-            E.sweeps(seg_offsets, intercepts, slopes, stats, self.sentence, self.n_sentences, smooth,
+            _hgmert_kernels.sweeps(seg_offsets, intercepts, slopes, stats, self.sentence, self.n_sentences, smooth,
                      lower, upper, prefer, OUTSIDE, out[start:start + per_block],
                      gammas[start:start + per_block])
         return gammas, out
@@ -345,7 +346,7 @@ class _ForestSearch(_SearchBase):
 
 # ---- helpers ------------------------------------------------------------------------------------------
 def _join_envelopes(parts: list) -> tuple:
-    """The outputs of :func:`tuners._envelope_kernels.envelopes` for consecutive blocks of directions
+    """The outputs of :func:`minismt.hypergraph._envelope_kernels.envelopes` for consecutive blocks of directions
     as one output: the offsets of each part are shifted by the lines, words and edges before it."""
     seg_offsets, word_offsets, edge_offsets = [np.zeros(1, np.int64)], [np.zeros(1, np.int64)], \
         [np.zeros(1, np.int64)]

@@ -9,57 +9,42 @@ one vocabulary word of one dev sentence and expands to the reference-local
 token ids ``ent_tokens[ent_offsets[k]:ent_offsets[k+1]]`` (-1 for a token no
 reference of that sentence has; usually exactly one token).
 
-The arithmetic is the one of :mod:`minismt.hypergraph._kernels` (edge score
-``s = 0; s += w[id] * value`` in feature order, then ``x = s + value[tail]``
-in tail order, the first maximising edge wins), so scores, ties and
-derivations are bit-identical to :meth:`Hypergraph.viterbi`; the statistics
-come from :func:`minismt.metrics._kernels.hypothesis_stats`, the kernel of
+The Viterbi pass and the yield walk are the forest core's
+(:func:`minismt.hypergraph._kernels.edge_scores`, :func:`~minismt.hypergraph._kernels.inside`,
+:func:`~minismt.hypergraph._kernels.walk_yield`) over the concatenated arrays, so
+scores, ties and derivations are bit-identical to :meth:`Hypergraph.viterbi`; the
+statistics come from :func:`minismt.metrics._kernels.hypothesis_stats`, the kernel of
 :meth:`BleuReferences.stats`.
 """
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 from numba import njit, prange
 
+from minismt.hypergraph._kernels import VITERBI, edge_scores, inside, viterbi_child_offsets, walk_yield
 from minismt.metrics._kernels import bleu_from_sums, hypothesis_stats
 
 N_STATS = 9
 
 
 @njit(cache=True)
-def viterbi_all(w, in_offsets, tail_offsets, tails, feat_offsets, feat_ids, feat_values, value, best_edge):
-    """Max-semiring inside pass over every node of every forest (edge scoring fused in).
+def new_scratch(n_nodes, n_edges):
+    """The arrays of one Viterbi pass: edge scores, node values, back-pointers."""
+    return np.empty(n_edges), np.empty(n_nodes), np.empty(n_nodes, np.int64)
 
-    ``value[v]`` = best derivation score of node ``v`` (0 for a start node),
-    ``best_edge[v]`` its first maximising in-edge (-1 for a start node).
-    Returns False when some edge score is not finite (as :meth:`Hypergraph.edge_scores`).
+
+@njit(cache=True)
+def viterbi_all(w, in_offsets, tail_offsets, tails, feat_offsets, feat_ids, feat_values, score, value, best_edge):
+    """The max-semiring inside pass over every node of every forest under ``w``.
+
+    ``score[e]`` gets the edge scores, ``value[v]`` the best derivation score of
+    node ``v`` (0 for a start node), ``best_edge[v]`` its first maximising
+    in-edge (-1 for a start node). Returns False when some edge score is not
+    finite (as :meth:`Hypergraph.edge_scores`).
     """
-    finite = True
-    n = value.shape[0]
-    for v in range(n):
-        lo = in_offsets[v]
-        hi = in_offsets[v + 1]
-        best_edge[v] = -1
-        if lo == hi:
-            value[v] = 0.0
-            continue
-        acc = -np.inf
-        for e in range(lo, hi):
-            s = 0.0
-            for p in range(feat_offsets[e], feat_offsets[e + 1]):
-                s += w[feat_ids[p]] * feat_values[p]
-            if not math.isfinite(s):
-                finite = False
-            x = s
-            for p in range(tail_offsets[e], tail_offsets[e + 1]):
-                x += value[tails[p]]
-            if best_edge[v] == -1 or x > acc:
-                acc = x
-                best_edge[v] = e
-        value[v] = acc
+    finite = edge_scores(feat_offsets, feat_ids, feat_values, w, score)
+    inside(in_offsets, tail_offsets, tails, score, VITERBI, value, best_edge)
     return finite
 
 
@@ -79,87 +64,57 @@ def choose_forests(value, node_off, sent_offsets, sent_forests, chosen):
 
 
 @njit(cache=True)
-def _walk(goal, best_edge, tail_offsets, tails, tmpl_offsets, tmpl, ent_offsets, ent_tokens, frame_node,
-          frame_pos, out, start, write):
-    """Walk the Viterbi derivation of ``goal`` in template order; returns its number of tokens.
-
-    With ``write``, the tokens (expanded entries; with ``ent_offsets`` None-like
-    empty, the raw template items) go to ``out[start:]``.
-    """
-    n = 0
-    e = best_edge[goal]
-    if e < 0:
-        return 0
-    frame_node[0] = goal
-    frame_pos[0] = tmpl_offsets[e]
-    sp = 1
-    while sp > 0:
-        v = frame_node[sp - 1]
-        e = best_edge[v]
-        pos = frame_pos[sp - 1]
-        if pos == tmpl_offsets[e + 1]:
-            sp -= 1
-            continue
-        frame_pos[sp - 1] = pos + 1
-        item = tmpl[pos]
-        if item >= 0:
-            if ent_offsets.shape[0] == 0:
-                if write:
-                    out[start + n] = item
-                n += 1
-            else:
-                lo = ent_offsets[item]
-                hi = ent_offsets[item + 1]
-                if write:
-                    for p in range(lo, hi):
-                        out[start + n + p - lo] = ent_tokens[p]
-                n += hi - lo
-        else:
-            t = tails[tail_offsets[e] - item - 1]
-            if best_edge[t] >= 0:
-                frame_node[sp] = t
-                frame_pos[sp] = tmpl_offsets[best_edge[t]]
-                sp += 1
-    return n
-
-
-@njit(cache=True)
 def yields(chosen, node_off, best_edge, tail_offsets, tails, tmpl_offsets, tmpl, ent_offsets, ent_tokens,
            max_nodes):
     """CSR ``(offsets, tokens)`` of the Viterbi yield of every sentence's chosen forest.
 
-    ``ent_offsets`` empty: the raw template items (vocabulary ids); else the
-    expanded reference-local tokens. Two walks (count, then write).
+    ``ent_offsets`` empty: the raw template items (vocabulary ids); else each
+    item (an entry) expanded to its reference-local tokens.
     """
     n_sent = chosen.shape[0]
-    frame_node = np.empty(max_nodes + 1, np.int64)
+    child_off = viterbi_child_offsets(best_edge, tail_offsets)
+    frame_item = np.empty(max_nodes + 1, np.int64)
     frame_pos = np.empty(max_nodes + 1, np.int64)
+    item_offsets = np.zeros(n_sent + 1, np.int64)
+    none = np.empty(0, np.int32)
+    for s in range(n_sent):
+        goal = node_off[chosen[s] + 1] - 1
+        item_offsets[s + 1] = item_offsets[s] + walk_yield(goal, best_edge, child_off, tails, tmpl_offsets, tmpl,
+                                                           frame_item, frame_pos, none, 0, False)
+    items = np.empty(item_offsets[n_sent], np.int32)
+    for s in range(n_sent):
+        goal = node_off[chosen[s] + 1] - 1
+        walk_yield(goal, best_edge, child_off, tails, tmpl_offsets, tmpl, frame_item, frame_pos, items,
+                   item_offsets[s], True)
+    if ent_offsets.shape[0] == 0:
+        return item_offsets, items
     offsets = np.zeros(n_sent + 1, np.int64)
-    dummy = np.empty(0, np.int32)
     for s in range(n_sent):
-        goal = node_off[chosen[s] + 1] - 1
-        offsets[s + 1] = offsets[s] + _walk(goal, best_edge, tail_offsets, tails, tmpl_offsets, tmpl, ent_offsets,
-                                            ent_tokens, frame_node, frame_pos, dummy, 0, False)
+        n = 0
+        for q in range(item_offsets[s], item_offsets[s + 1]):
+            n += ent_offsets[items[q] + 1] - ent_offsets[items[q]]
+        offsets[s + 1] = offsets[s] + n
     tokens = np.empty(offsets[n_sent], np.int32)
-    for s in range(n_sent):
-        goal = node_off[chosen[s] + 1] - 1
-        _walk(goal, best_edge, tail_offsets, tails, tmpl_offsets, tmpl, ent_offsets, ent_tokens, frame_node,
-              frame_pos, tokens, offsets[s], True)
+    p = 0
+    for q in range(items.shape[0]):
+        for r in range(ent_offsets[items[q]], ent_offsets[items[q] + 1]):
+            tokens[p] = ent_tokens[r]
+            p += 1
     return offsets, tokens
 
 
 @njit(cache=True)
 def forest_stats(w, in_offsets, tail_offsets, tails, feat_offsets, feat_ids, feat_values, tmpl_offsets, tmpl,
                  node_off, sent_offsets, sent_forests, ent_offsets, ent_tokens, max_nodes, ref_keys, ref_counts,
-                 ref_key_offsets, ref_lens, ref_len_offsets, out):
+                 ref_key_offsets, ref_lens, ref_len_offsets, out, scratch):
     """``out[s]`` = int32[9] BLEU statistics of sentence ``s``'s Viterbi translation under ``w``.
 
-    Returns False (``out`` untouched) when an edge score is not finite.
+    ``scratch`` (:func:`new_scratch`) holds the pass's arrays. Returns False
+    (``out`` untouched) when an edge score is not finite.
     """
-    n_nodes = in_offsets.shape[0] - 1
-    value = np.empty(n_nodes)
-    best_edge = np.empty(n_nodes, np.int64)
-    if not viterbi_all(w, in_offsets, tail_offsets, tails, feat_offsets, feat_ids, feat_values, value, best_edge):
+    score, value, best_edge = scratch
+    if not viterbi_all(w, in_offsets, tail_offsets, tails, feat_offsets, feat_ids, feat_values, score, value,
+                       best_edge):
         return False
     n_sent = out.shape[0]
     chosen = np.empty(n_sent, np.int64)
@@ -174,22 +129,28 @@ def forest_stats(w, in_offsets, tail_offsets, tails, feat_offsets, feat_ids, fea
 @njit(cache=True, parallel=True)
 def forest_bleu_many(W, in_offsets, tail_offsets, tails, feat_offsets, feat_ids, feat_values, tmpl_offsets, tmpl,
                      node_off, sent_offsets, sent_forests, ent_offsets, ent_tokens, max_nodes, ref_keys, ref_counts,
-                     ref_key_offsets, ref_lens, ref_len_offsets, smooth, out, finite):
+                     ref_key_offsets, ref_lens, ref_len_offsets, smooth, n_threads, out, finite):
     """``out[k]`` = corpus BLEU under ``W[k]`` (the weight vectors in parallel); ``finite[k]`` False
-    when an edge score under ``W[k]`` is not finite (``out[k]`` is then NaN)."""
+    when an edge score under ``W[k]`` is not finite (``out[k]`` is then NaN). Each of the
+    ``n_threads`` threads takes a contiguous block of rows and reuses one scratch for them."""
     n_sent = sent_offsets.shape[0] - 1
-    for k in prange(W.shape[0]):
+    n_points = W.shape[0]
+    n_chunks = max(1, min(n_threads, n_points))
+    for c in prange(n_chunks):
+        scratch = new_scratch(in_offsets.shape[0] - 1, feat_offsets.shape[0] - 1)
         stats = np.zeros((n_sent, N_STATS), np.int32)
-        ok = forest_stats(W[k], in_offsets, tail_offsets, tails, feat_offsets, feat_ids, feat_values, tmpl_offsets,
-                          tmpl, node_off, sent_offsets, sent_forests, ent_offsets, ent_tokens, max_nodes, ref_keys,
-                          ref_counts, ref_key_offsets, ref_lens, ref_len_offsets, stats)
-        finite[k] = ok
-        if ok:
-            sums = np.zeros(N_STATS, np.float64)
-            for s in range(n_sent):
-                for j in range(N_STATS):
-                    sums[j] += stats[s, j]
-            out[k] = bleu_from_sums(sums, smooth)
-        else:
-            out[k] = np.nan
+        for k in range(c * n_points // n_chunks, (c + 1) * n_points // n_chunks):
+            ok = forest_stats(W[k], in_offsets, tail_offsets, tails, feat_offsets, feat_ids, feat_values,
+                              tmpl_offsets, tmpl, node_off, sent_offsets, sent_forests, ent_offsets, ent_tokens,
+                              max_nodes, ref_keys, ref_counts, ref_key_offsets, ref_lens, ref_len_offsets, stats,
+                              scratch)
+            finite[k] = ok
+            if ok:
+                sums = np.zeros(N_STATS, np.float64)
+                for s in range(n_sent):
+                    for j in range(N_STATS):
+                        sums[j] += stats[s, j]
+                out[k] = bleu_from_sums(sums, smooth)
+            else:
+                out[k] = np.nan
 

@@ -34,12 +34,19 @@ LOG = 1
 
 @njit(cache=True)
 def edge_scores(feat_offsets, feat_ids, feat_values, w, out):
-    """``out[e] = w . f_e``: the sparse dot product of every edge's features with ``w``."""
+    """``out[e] = w . f_e``: the sparse dot product of every edge's features with ``w``.
+
+    Returns False when some score is not finite.
+    """
+    finite = True
     for e in range(out.shape[0]):
         s = 0.0
         for p in range(feat_offsets[e], feat_offsets[e + 1]):
             s += w[feat_ids[p]] * feat_values[p]
         out[e] = s
+        if not math.isfinite(s):
+            finite = False
+    return finite
 
 
 @njit(cache=True)
@@ -164,61 +171,106 @@ def live_parts(in_offsets, edge_head, tail_offsets, tails, keep_edge, node_out, 
                 node_out[tails[p]] = True
 
 
+# ---- derivations: the one yield walk and the one edge walk ---------------------------
+#
+# A derivation is read out of *items*: item ``x`` applies edge ``item_edge[x]`` (-1: a start
+# node, the empty derivation) and its ``i``-th tail is derived by item
+# ``children[child_off[x] + i]``. The Viterbi derivation's items are nodes (``best_edge``,
+# ``tails``, :func:`viterbi_child_offsets`), the lazy k-best's are its derivations
+# ``<e, j>`` (:func:`lazy_kbest`), the envelope's are the lines of the node envelopes
+# (:mod:`minismt.hypergraph._envelope_kernels`). A child is always an item of an earlier
+# node, so ``n_nodes + 1`` frames hold any walk.
+
 @njit(cache=True)
-def viterbi_tree(best_edge, tail_offsets, tails, tmpl_offsets, tmpl, goal):
-    """Yield (word ids) and pre-order edges of the derivation that ``best_edge`` picks at ``goal``."""
-    n = best_edge.shape[0]
-    # edges, pre-order, children left to right
-    stack = np.empty(n + 1, np.int64)
-    edges = np.empty(16, np.int32)
-    n_edges = 0
-    stack[0] = goal
+def walk_yield(root, item_edge, child_off, children, tmpl_offsets, tmpl, frame_item, frame_pos, out, start,
+               write):
+    """The number of words of ``root``'s yield, in template order; with ``write`` they go to ``out[start:]``."""
+    e = item_edge[root]
+    if e < 0:
+        return 0
+    n = 0
+    frame_item[0] = root
+    frame_pos[0] = tmpl_offsets[e]
     sp = 1
     while sp > 0:
-        sp -= 1
-        e = best_edge[stack[sp]]
-        if e < 0:
-            continue
-        if n_edges == edges.shape[0]:
-            edges = grow(edges, n_edges + 1)
-        edges[n_edges] = e
-        n_edges += 1
-        lo = tail_offsets[e]
-        hi = tail_offsets[e + 1]
-        if sp + hi - lo > stack.shape[0]:
-            stack = grow(stack, sp + hi - lo)
-        for p in range(hi - 1, lo - 1, -1):
-            stack[sp] = tails[p]
-            sp += 1
-    # yield, template order
-    frame_node = np.empty(n + 1, np.int64)
-    frame_pos = np.empty(n + 1, np.int64)
-    words = np.empty(16, np.int32)
-    n_words = 0
-    frame_node[0] = goal
-    frame_pos[0] = tmpl_offsets[best_edge[goal]] if best_edge[goal] >= 0 else 0
-    sp = 1 if best_edge[goal] >= 0 else 0
-    while sp > 0:
-        v = frame_node[sp - 1]
-        e = best_edge[v]
+        x = frame_item[sp - 1]
+        e = item_edge[x]
         pos = frame_pos[sp - 1]
         if pos == tmpl_offsets[e + 1]:
             sp -= 1
             continue
         frame_pos[sp - 1] = pos + 1
-        item = tmpl[pos]
-        if item >= 0:
-            if n_words == words.shape[0]:
-                words = grow(words, n_words + 1)
-            words[n_words] = item
-            n_words += 1
+        word = tmpl[pos]
+        if word >= 0:
+            if write:
+                out[start + n] = word
+            n += 1
         else:
-            t = tails[tail_offsets[e] - item - 1]
-            if best_edge[t] >= 0:
-                frame_node[sp] = t
-                frame_pos[sp] = tmpl_offsets[best_edge[t]]
+            c = children[child_off[x] - word - 1]
+            if item_edge[c] >= 0:
+                frame_item[sp] = c
+                frame_pos[sp] = tmpl_offsets[item_edge[c]]
                 sp += 1
-    return words[:n_words].copy(), edges[:n_edges].copy()
+    return n
+
+
+@njit(cache=True)
+def walk_edges(root, item_edge, child_off, children, tail_offsets, frame_item, frame_pos, out, start, write):
+    """The number of edges of ``root``'s derivation, pre-order with children left to right (as
+    :meth:`Hypergraph.yield_of` reads them); with ``write`` they go to ``out[start:]``."""
+    if item_edge[root] < 0:
+        return 0
+    n = 0
+    frame_item[0] = root
+    frame_pos[0] = -1
+    sp = 1
+    while sp > 0:
+        x = frame_item[sp - 1]
+        e = item_edge[x]
+        i = frame_pos[sp - 1]
+        if i == -1:
+            if write:
+                out[start + n] = e
+            n += 1
+        i += 1
+        if i == tail_offsets[e + 1] - tail_offsets[e]:
+            sp -= 1
+            continue
+        frame_pos[sp - 1] = i
+        c = children[child_off[x] + i]
+        if item_edge[c] >= 0:
+            frame_item[sp] = c
+            frame_pos[sp] = -1
+            sp += 1
+    return n
+
+
+@njit(cache=True)
+def viterbi_child_offsets(best_edge, tail_offsets):
+    """``child_off`` of the Viterbi derivation's items (nodes): node ``v``'s tails start at
+    ``tail_offsets[best_edge[v]]`` in ``tails``."""
+    out = np.zeros(best_edge.shape[0], np.int64)
+    for v in range(best_edge.shape[0]):
+        if best_edge[v] >= 0:
+            out[v] = tail_offsets[best_edge[v]]
+    return out
+
+
+@njit(cache=True)
+def viterbi_tree(best_edge, tail_offsets, tails, tmpl_offsets, tmpl, goal):
+    """Yield (word ids) and pre-order edges of the derivation that ``best_edge`` picks at ``goal``."""
+    n = best_edge.shape[0]
+    child_off = viterbi_child_offsets(best_edge, tail_offsets)
+    frame_item = np.empty(n + 1, np.int64)
+    frame_pos = np.empty(n + 1, np.int64)
+    none = np.empty(0, np.int32)
+    words = np.empty(walk_yield(goal, best_edge, child_off, tails, tmpl_offsets, tmpl, frame_item, frame_pos,
+                                none, 0, False), np.int32)
+    walk_yield(goal, best_edge, child_off, tails, tmpl_offsets, tmpl, frame_item, frame_pos, words, 0, True)
+    edges = np.empty(walk_edges(goal, best_edge, child_off, tails, tail_offsets, frame_item, frame_pos,
+                                none, 0, False), np.int32)
+    walk_edges(goal, best_edge, child_off, tails, tail_offsets, frame_item, frame_pos, edges, 0, True)
+    return words, edges
 
 
 @njit(cache=True)
@@ -373,15 +425,7 @@ def _seen_rehash(table, d_edge, d_rank_off, ranks, tail_offsets):
 
 
 @njit(cache=True, inline="always")
-def _child(d, i, d_edge, d_rank_off, ranks, tail_offsets, tails, dl_pool, dl_start):
-    """The derivation that ``d`` uses for its ``i``-th tail."""
-    t = tails[tail_offsets[d_edge[d]] + i]
-    return dl_pool[dl_start[t] + ranks[d_rank_off[d] + i]]
-
-
-@njit(cache=True, inline="always")
-def _set_yield_key(d, d_edge, d_rank_off, ranks, d_hash, d_pow, d_len, tail_offsets, tails,
-                   tmpl_offsets, tmpl, dl_pool, dl_start):
+def _set_yield_key(d, d_edge, d_rank_off, d_child, d_hash, d_pow, d_len, tmpl_offsets, tmpl):
     """Polynomial hash, ``base**length`` and length of ``d``'s yield, from its children's."""
     e = d_edge[d]
     h = np.uint64(0)
@@ -395,44 +439,13 @@ def _set_yield_key(d, d_edge, d_rank_off, ranks, d_hash, d_pow, d_len, tail_offs
                 pw = pw * POLY_BASE
                 length += 1
             else:
-                c = _child(d, -item - 1, d_edge, d_rank_off, ranks, tail_offsets, tails, dl_pool, dl_start)
+                c = d_child[d_rank_off[d] - item - 1]
                 h = h * d_pow[c] + d_hash[c]
                 pw = pw * d_pow[c]
                 length += d_len[c]
     d_hash[d] = h
     d_pow[d] = pw
     d_len[d] = length
-
-
-@njit(cache=True)
-def _write_yield(d, out, frame_d, frame_pos, d_edge, d_rank_off, ranks, tail_offsets, tails,
-                 tmpl_offsets, tmpl, dl_pool, dl_start):
-    """Write the word ids of ``d``'s yield into ``out`` (big enough); returns their number."""
-    n = 0
-    if d_edge[d] < 0:
-        return 0
-    frame_d[0] = d
-    frame_pos[0] = tmpl_offsets[d_edge[d]]
-    sp = 1
-    while sp > 0:
-        c = frame_d[sp - 1]
-        e = d_edge[c]
-        pos = frame_pos[sp - 1]
-        if pos == tmpl_offsets[e + 1]:
-            sp -= 1
-            continue
-        frame_pos[sp - 1] = pos + 1
-        item = tmpl[pos]
-        if item >= 0:
-            out[n] = item
-            n += 1
-        else:
-            g = _child(c, -item - 1, d_edge, d_rank_off, ranks, tail_offsets, tails, dl_pool, dl_start)
-            if d_edge[g] >= 0:
-                frame_d[sp] = g
-                frame_pos[sp] = tmpl_offsets[d_edge[g]]
-                sp += 1
-    return n
 
 
 @njit(cache=True)
@@ -455,8 +468,10 @@ def lazy_kbest(in_offsets, tail_offsets, tails, tmpl_offsets, tmpl, score, vit, 
     hash and then word by word; a duplicate still gets its successors.
 
     Returns the ids of the goal's derivations, best first, and the derivation
-    store ``(d_edge, d_score, d_len, d_rank_off, ranks, dl_pool, dl_start)``
-    that :func:`expand_derivations` reads.
+    store ``(d_edge, d_score, d_len, d_rank_off, d_child)`` that
+    :func:`expand_derivations` reads: derivation ``d`` applies edge
+    ``d_edge[d]`` and derives its ``i``-th tail by derivation
+    ``d_child[d_rank_off[d] + i]`` (the items of :func:`walk_yield`).
     """
     n = in_offsets.shape[0] - 1
     cap = 2 * n + 2 * min(k, 1 << 16) + 16
@@ -467,6 +482,7 @@ def lazy_kbest(in_offsets, tail_offsets, tails, tmpl_offsets, tmpl, score, vit, 
     d_pow = np.empty(cap, np.uint64)
     d_len = np.empty(cap, np.int64)
     ranks = np.empty(max(16, tails.shape[0]), np.int32)
+    d_child = np.empty(max(16, tails.shape[0]), np.int64)
     n_d = 0
     n_r = 0
     dl_start = np.zeros(n, np.int64)
@@ -499,14 +515,15 @@ def lazy_kbest(in_offsets, tail_offsets, tails, tmpl_offsets, tmpl, score, vit, 
         d = n_d
         n_d += 1
         ranks = grow(ranks, n_r + arity)
+        d_child = grow(d_child, n_r + arity)
         d_edge[d] = e
         d_score[d] = vit[v]
         d_rank_off[d] = n_r
         for i in range(arity):
             ranks[n_r + i] = 0
+            d_child[n_r + i] = dl_pool[dl_start[tails[tail_offsets[e] + i]]]
         n_r += arity
-        _set_yield_key(d, d_edge, d_rank_off, ranks, d_hash, d_pow, d_len, tail_offsets, tails,
-                       tmpl_offsets, tmpl, dl_pool, dl_start)
+        _set_yield_key(d, d_edge, d_rank_off, d_child, d_hash, d_pow, d_len, tmpl_offsets, tmpl)
         dl_pool, dl_used = _reserve(dl_start, dl_size, dl_cap, dl_pool, dl_used, v)
         dl_pool[dl_start[v]] = d
         dl_size[v] = 1
@@ -520,8 +537,7 @@ def lazy_kbest(in_offsets, tail_offsets, tails, tmpl_offsets, tmpl, score, vit, 
             n_ytab += 1
 
     if n == 0 or k <= 0:
-        return (np.zeros(0, np.int64), d_edge[:n_d], d_score[:n_d], d_len[:n_d], d_rank_off[:n_d],
-                ranks[:n_r], dl_pool, dl_start)
+        return np.zeros(0, np.int64), d_edge[:n_d], d_score[:n_d], d_len[:n_d], d_rank_off[:n_d], d_child[:n_r]
 
     stack_v = np.empty(n + 1, np.int64)
     stack_r = np.empty(n + 1, np.int64)
@@ -552,58 +568,46 @@ def lazy_kbest(in_offsets, tail_offsets, tails, tmpl_offsets, tmpl, score, vit, 
                     break
             if blocked:
                 continue
+            # the candidates this step adds to cand[v]: on its first use <e2, 0> for every other
+            # in-edge e2 of v, then LazyNext's <e, j + b^i> for every tail i whose next rank exists
+            n_other = 0
             if not cand_ready[v]:
                 cand_ready[v] = True
-                for e2 in range(in_offsets[v], in_offsets[v + 1]):
-                    if e2 == e:
+                n_other = in_offsets[v + 1] - in_offsets[v]
+            for q in range(n_other + arity):
+                if q < n_other:
+                    e_c = in_offsets[v] + q
+                    if e_c == e:
                         continue
-                    a2 = tail_offsets[e2 + 1] - tail_offsets[e2]
-                    if n_d + 1 > d_edge.shape[0]:
-                        d_edge, d_score, d_rank_off, d_hash, d_pow, d_len = _grow_store(
-                            n_d + 1, d_edge, d_score, d_rank_off, d_hash, d_pow, d_len)
-                    ranks = grow(ranks, n_r + a2)
-                    c = n_d
-                    s = score[e2]
-                    for p in range(a2):
-                        ranks[n_r + p] = 0
-                        s += vit[tails[tail_offsets[e2] + p]]
-                    d_edge[c] = e2
-                    d_score[c] = s
-                    d_rank_off[c] = n_r
-                    if 2 * (n_seen + 1) > seen.shape[0]:
-                        seen = _seen_rehash(seen, d_edge, d_rank_off, ranks, tail_offsets)
-                    if _seen_insert(seen, c, d_edge, d_rank_off, ranks, tail_offsets):
-                        n_seen += 1
-                        n_d += 1
-                        n_r += a2
-                        hp_pool, hp_used = _reserve(hp_start, hp_size, hp_cap, hp_pool, hp_used, v)
-                        _heap_push(hp_pool, hp_start[v], hp_size[v], c, d_score)
-                        hp_size[v] += 1
-            for i in range(arity):
-                t = tails[t_lo + i]
-                want = ranks[d_rank_off[d] + i] + 1
-                if want >= dl_size[t]:
-                    continue
+                    bump = -1
+                else:
+                    e_c = e
+                    bump = q - n_other
+                    if ranks[d_rank_off[d] + bump] + 1 >= dl_size[tails[t_lo + bump]]:
+                        continue
+                c_lo = tail_offsets[e_c]
+                a_c = tail_offsets[e_c + 1] - c_lo
                 if n_d + 1 > d_edge.shape[0]:
                     d_edge, d_score, d_rank_off, d_hash, d_pow, d_len = _grow_store(
                         n_d + 1, d_edge, d_score, d_rank_off, d_hash, d_pow, d_len)
-                ranks = grow(ranks, n_r + arity)
+                ranks = grow(ranks, n_r + a_c)
+                d_child = grow(d_child, n_r + a_c)
                 c = n_d
-                d_edge[c] = e
+                d_edge[c] = e_c
                 d_rank_off[c] = n_r
-                s = score[e]
-                for p in range(arity):
-                    rp = ranks[d_rank_off[d] + p] + (1 if p == i else 0)
+                s = score[e_c]
+                for p in range(a_c):
+                    rp = 0 if bump < 0 else ranks[d_rank_off[d] + p] + (1 if p == bump else 0)
                     ranks[n_r + p] = rp
-                    tp = tails[t_lo + p]
-                    s += d_score[dl_pool[dl_start[tp] + rp]]
+                    d_child[n_r + p] = dl_pool[dl_start[tails[c_lo + p]] + rp]
+                    s += d_score[d_child[n_r + p]]
                 d_score[c] = s
                 if 2 * (n_seen + 1) > seen.shape[0]:
                     seen = _seen_rehash(seen, d_edge, d_rank_off, ranks, tail_offsets)
                 if _seen_insert(seen, c, d_edge, d_rank_off, ranks, tail_offsets):
                     n_seen += 1
                     n_d += 1
-                    n_r += arity
+                    n_r += a_c
                     hp_pool, hp_used = _reserve(hp_start, hp_size, hp_cap, hp_pool, hp_used, v)
                     _heap_push(hp_pool, hp_start[v], hp_size[v], c, d_score)
                     hp_size[v] += 1
@@ -615,8 +619,7 @@ def lazy_kbest(in_offsets, tail_offsets, tails, tmpl_offsets, tmpl, score, vit, 
         d = _heap_pop(hp_pool, hp_start[v], hp_size[v], d_score)
         hp_size[v] -= 1
         pending[v] = d
-        _set_yield_key(d, d_edge, d_rank_off, ranks, d_hash, d_pow, d_len, tail_offsets, tails,
-                       tmpl_offsets, tmpl, dl_pool, dl_start)
+        _set_yield_key(d, d_edge, d_rank_off, d_child, d_hash, d_pow, d_len, tmpl_offsets, tmpl)
         if distinct:
             if d_len[d] > buf_a.shape[0]:
                 buf_a = np.empty(2 * d_len[d], np.int32)
@@ -629,11 +632,11 @@ def lazy_kbest(in_offsets, tail_offsets, tails, tmpl_offsets, tmpl, score, vit, 
                 other = ytab[slot]
                 if ytab_node[slot] == v and d_hash[other] == d_hash[d] and d_len[other] == d_len[d]:
                     if not filled:
-                        _write_yield(d, buf_a, frame_d, frame_pos, d_edge, d_rank_off, ranks, tail_offsets,
-                                     tails, tmpl_offsets, tmpl, dl_pool, dl_start)
+                        walk_yield(d, d_edge, d_rank_off, d_child, tmpl_offsets, tmpl, frame_d, frame_pos, buf_a, 0,
+                                   True)
                         filled = True
-                    _write_yield(other, buf_b, frame_d, frame_pos, d_edge, d_rank_off, ranks, tail_offsets,
-                                 tails, tmpl_offsets, tmpl, dl_pool, dl_start)
+                    walk_yield(other, d_edge, d_rank_off, d_child, tmpl_offsets, tmpl, frame_d, frame_pos, buf_b, 0,
+                               True)
                     same = True
                     for q in range(d_len[d]):
                         if buf_a[q] != buf_b[q]:
@@ -656,7 +659,7 @@ def lazy_kbest(in_offsets, tail_offsets, tails, tmpl_offsets, tmpl, score, vit, 
     goal = n - 1
     m = min(k, dl_size[goal])
     out = dl_pool[dl_start[goal]:dl_start[goal] + m].copy()
-    return out, d_edge[:n_d], d_score[:n_d], d_len[:n_d], d_rank_off[:n_d], ranks[:n_r], dl_pool, dl_start
+    return out, d_edge[:n_d], d_score[:n_d], d_len[:n_d], d_rank_off[:n_d], d_child[:n_r]
 
 
 @njit(cache=True)
@@ -680,39 +683,23 @@ def _ytab_rehash(ytab, ytab_node, d_hash):
 
 
 @njit(cache=True)
-def expand_derivations(ids, d_edge, d_len, d_rank_off, ranks, dl_pool, dl_start, tail_offsets, tails,
-                       tmpl_offsets, tmpl, n_nodes):
+def expand_derivations(ids, d_edge, d_len, d_rank_off, d_child, tail_offsets, tmpl_offsets, tmpl, n_nodes):
     """Yields (CSR of word ids) and pre-order edges (CSR) of the derivations ``ids`` of :func:`lazy_kbest`."""
     m = ids.shape[0]
+    frame_item = np.empty(n_nodes + 1, np.int64)
+    frame_pos = np.empty(n_nodes + 1, np.int64)
+    none = np.empty(0, np.int32)
     tok_offsets = np.zeros(m + 1, np.int64)
+    edge_offsets = np.zeros(m + 1, np.int64)
     for i in range(m):
         tok_offsets[i + 1] = tok_offsets[i] + d_len[ids[i]]
+        edge_offsets[i + 1] = edge_offsets[i] + walk_edges(ids[i], d_edge, d_rank_off, d_child, tail_offsets,
+                                                           frame_item, frame_pos, none, 0, False)
     tokens = np.empty(tok_offsets[m], np.int32)
-    frame_d = np.empty(n_nodes + 1, np.int64)
-    frame_pos = np.empty(n_nodes + 1, np.int64)
+    edges = np.empty(edge_offsets[m], np.int32)
     for i in range(m):
-        _write_yield(ids[i], tokens[tok_offsets[i]:], frame_d, frame_pos, d_edge, d_rank_off, ranks,
-                     tail_offsets, tails, tmpl_offsets, tmpl, dl_pool, dl_start)
-    edge_offsets = np.zeros(m + 1, np.int64)
-    edges = np.empty(16, np.int32)
-    n_edges = 0
-    stack = np.empty(16, np.int64)
-    for i in range(m):
-        stack[0] = ids[i]
-        sp = 1
-        while sp > 0:
-            sp -= 1
-            d = stack[sp]
-            e = d_edge[d]
-            if e < 0:
-                continue
-            edges = grow(edges, n_edges + 1)
-            edges[n_edges] = e
-            n_edges += 1
-            arity = tail_offsets[e + 1] - tail_offsets[e]
-            stack = grow(stack, sp + arity)
-            for p in range(arity - 1, -1, -1):
-                stack[sp] = _child(d, p, d_edge, d_rank_off, ranks, tail_offsets, tails, dl_pool, dl_start)
-                sp += 1
-        edge_offsets[i + 1] = n_edges
-    return tok_offsets, tokens, edge_offsets, edges[:n_edges].copy()
+        walk_yield(ids[i], d_edge, d_rank_off, d_child, tmpl_offsets, tmpl, frame_item, frame_pos, tokens,
+                   tok_offsets[i], True)
+        walk_edges(ids[i], d_edge, d_rank_off, d_child, tail_offsets, frame_item, frame_pos, edges,
+                   edge_offsets[i], True)
+    return tok_offsets, tokens, edge_offsets, edges

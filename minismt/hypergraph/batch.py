@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from typing import Mapping
 
+import numba
 import numpy as np
 
 from minismt.errors import InputError
@@ -194,7 +195,7 @@ class ForestBatch:
     def stats(self, w) -> np.ndarray:
         """int32[S, 9] BLEU statistics of every dev sentence's Viterbi translation under ``w``."""
         out = np.zeros((self.n_sentences, N_STATS), dtype=np.int32)
-        if not K.forest_stats(self.weight_array(w), *self._arrays(), out):
+        if not K.forest_stats(self.weight_array(w), *self._arrays(), out, K.new_scratch(self.n_nodes, self.n_edges)):
             raise InputError("the weights give an edge an infinite score", expected="finite edge scores")
         return out
 
@@ -212,7 +213,7 @@ class ForestBatch:
         out = np.empty(W.shape[0])
         finite = np.ones(W.shape[0], dtype=np.bool_)
         if W.shape[0]:
-            K.forest_bleu_many(W, *self._arrays(), _SMOOTH[smooth], out, finite)
+            K.forest_bleu_many(W, *self._arrays(), _SMOOTH[smooth], numba.get_num_threads(), out, finite)
         if not np.all(finite):
             raise InputError(f"weight vector {int(np.flatnonzero(~finite)[0])} gives an edge an infinite score",
                              expected="finite edge scores")
@@ -221,10 +222,9 @@ class ForestBatch:
     def translations(self, w) -> list[str]:
         """The Viterbi string of every dev sentence under ``w`` (best forest of each sentence)."""
         w = self.weight_array(w)
-        value = np.empty(self.n_nodes)
-        best_edge = np.empty(self.n_nodes, dtype=np.int64)
+        score, value, best_edge = K.new_scratch(self.n_nodes, self.n_edges)
         if not K.viterbi_all(w, self.in_offsets, self.tail_offsets, self.tails, self.feat_offsets, self.feat_ids,
-                             self.feat_values, value, best_edge):
+                             self.feat_values, score, value, best_edge):
             raise InputError("the weights give an edge an infinite score", expected="finite edge scores")
         chosen = np.empty(self.n_sentences, dtype=np.int64)
         K.choose_forests(value, self.node_off, self.sent_offsets, self.sent_forests, chosen)

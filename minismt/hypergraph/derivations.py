@@ -139,12 +139,11 @@ def kbest(hg, k: int, w=None, distinct: bool = False) -> KBestList:
     vit = np.empty(hg.n_nodes)
     best = np.empty(hg.n_nodes, dtype=np.int64)
     _kernels.inside(hg.in_offsets, hg.tail_offsets, hg.tails, scores, _kernels.VITERBI, vit, best)
-    ids, d_edge, d_score, d_len, d_rank_off, ranks, dl_pool, dl_start = _kernels.lazy_kbest(
+    ids, d_edge, d_score, d_len, d_rank_off, d_child = _kernels.lazy_kbest(
         hg.in_offsets, hg.tail_offsets, hg.tails, hg.tmpl_offsets, hg.tmpl, scores, vit, best, int(k),
         bool(distinct))
     tok_offsets, tokens, edge_offsets, edges = _kernels.expand_derivations(
-        ids, d_edge, d_len, d_rank_off, ranks, dl_pool, dl_start, hg.tail_offsets, hg.tails,
-        hg.tmpl_offsets, hg.tmpl, hg.n_nodes)
+        ids, d_edge, d_len, d_rank_off, d_child, hg.tail_offsets, hg.tmpl_offsets, hg.tmpl, hg.n_nodes)
     feat_offsets, feat_ids, feat_values = _kernels.feature_sums(
         edge_offsets, edges, hg.feat_offsets, hg.feat_ids, hg.feat_values, max(hg.feat_dim, 1))
     vocab = hg.vocab

@@ -1,9 +1,9 @@
-"""Numba kernels of hypergraph MERT: upper envelopes over forests and the line-search sweep.
+"""The envelope semiring of the forest core: upper envelopes of lines over a forest.
 
 Kumar et al. (2009), "Efficient Minimum Error Rate Training and Minimum
 Bayes-Risk Decoding for Translation Hypergraphs and Lattices" (and Macherey et
-al. 2008 for lattices): along the
-line ``w + x * d`` every edge ``e`` is the line ``a_e + x * b_e``
+al. 2008 for lattices), as cdec's ``training/dpmert/mert_geometry.h``: along
+the line ``w + x * d`` every edge ``e`` is the line ``a_e + x * b_e``
 (``a_e = w . f_e``, ``b_e = d . f_e``) and every derivation the sum of its
 edges' lines. Bottom-up over the topologically sorted forest, the value of a
 node is the *upper envelope* of the lines of its derivations, a convex
@@ -16,28 +16,25 @@ piecewise-linear function:
 - (+) at a node: the upper envelope of the lines of all its incoming edges'
   sums (a convex function is the maximum of its lines). The edges are folded
   in one at a time: the envelope so far and the next edge's sum, both in slope
-  order, are merged in linear time and swept by the algorithm of Macherey et
-  al. (2008), Algorithm 1: :func:`tuners._mert_kernels.upper_envelope`
-  itself, the kernel n-best MERT uses. No sort is needed, and the envelope so
-  far stays small (a few lines) while an edge's sum may be long.
+  order, are merged in linear time and swept by :func:`upper_envelope`
+  (Macherey et al. 2008, Algorithm 1), the kernel n-best MERT uses too. No
+  sort is needed, and the envelope so far stays small (a few lines) while an
+  edge's sum may be long.
 
 A node without incoming edges (a start node) is the single line ``0 + 0x``
 (one empty derivation). Every line of an envelope keeps a back-pointer: its
 edge and, for each tail, the index of the tail's envelope line it sums, so a
-line of the goal's envelope *is* one derivation, read out top-down (pre-order
-edges and yield) by :func:`envelopes`.
+line of the goal's envelope *is* one derivation, read out (pre-order edges and
+yield) by the forest core's walks (:func:`minismt.hypergraph._kernels.walk_edges`,
+:func:`~minismt.hypergraph._kernels.walk_yield`).
 
-Ties follow Viterbi (``minismt.hypergraph._kernels.inside``): of identical
+Ties follow Viterbi (:func:`minismt.hypergraph._kernels.inside`): of identical
 lines at a node the one of the first incoming edge is kept (candidate lines are
 numbered in edge order and ``upper_envelope`` keeps the first row of equal
 lines), and intercepts are summed in Viterbi's order (edge score, then tails
 left to right), so along ``d = 0`` the envelope is the Viterbi derivation bit
-for bit.
-
-The sweep over sentences (:func:`sweeps`) is n-best MERT's: the goal lines
-of each sentence (of all its forests, first forest first) are the rows of one
-instance of :func:`tuners._mert_kernels.breakpoints`, and
-:func:`tuners._mert_kernels.best_interval` sweeps corpus BLEU.
+for bit. Hypergraph MERT's line search over these envelopes is in
+:mod:`tuners._hgmert_kernels`.
 """
 
 from __future__ import annotations
@@ -46,11 +43,74 @@ import numpy as np
 from numba import njit
 
 from minismt._primitives import grow
-from minismt.hypergraph._kernels import edge_scores
-from tuners._mert_kernels import N_STATS, best_interval, breakpoints, interval_point, sentence_orders
-from tuners._mert_kernels import upper_envelope
+from minismt.hypergraph._kernels import edge_scores, walk_edges, walk_yield
 
-__all__ = ["envelopes", "sweeps"]
+__all__ = ["envelopes", "upper_envelope"]
+
+
+@njit(cache=True)
+def upper_envelope(a, sorted_b, order, lo, hi, hull_rows, hull_x, hull_b):
+    """Upper envelope of the lines ``a[r] + gamma * b[r]`` of one instance's rows.
+
+    ``order[lo:hi]`` are the rows sorted by slope and ``sorted_b[lo:hi]``
+    their slopes (n-best MERT: :func:`tuners._mert_kernels.sentence_orders`). Macherey et al. (2008),
+    Algorithm 1: of each run of equal slopes only the highest line enters (the
+    first row on equal intercepts); a line pops the stack top while it meets
+    the top at or left of the top's own left breakpoint. Writes the envelope's
+    rows at ``hull_rows[lo:lo+k]``, their left breakpoints at
+    ``hull_x[lo:lo+k]`` (``hull_x[lo] = -inf``, strictly increasing) and
+    slopes at ``hull_b[lo:lo+k]``, and returns ``k``: row ``hull_rows[lo+t]``
+    is the model-best on ``(hull_x[lo+t], hull_x[lo+t+1])``.
+
+    Before the sweep, lines that cannot reach the envelope are skipped
+    (the Akl-Toussaint heuristic in the dual, where line ``(b, a)`` is a
+    point and the envelope the upper convex hull): a point strictly below
+    the chords from a lowest-slope line L to a highest-intercept line T and
+    from T to a highest-slope line R is below the hull (any L and R of their
+    runs will do: a lower end point only lowers the chord). The test is two
+    products; it spares most lines the divisions of the sweep. (In floating
+    point a line within rounding of a chord may be skipped; the interval it
+    would hold on the envelope is then as narrow as that rounding.)
+    """
+    if hi == lo:
+        return 0
+    b_left, a_left = sorted_b[lo], a[order[lo]]
+    b_right, a_right = sorted_b[hi - 1], a[order[hi - 1]]
+    b_top, a_top = b_left, a_left
+    for i in range(lo + 1, hi):
+        if a[order[i]] > a_top:
+            a_top = a[order[i]]
+            b_top = sorted_b[i]
+    k = 0
+    i = lo
+    while i < hi:
+        r = order[i]
+        m = sorted_b[i]
+        i += 1
+        while i < hi and sorted_b[i] == m:
+            other = order[i]
+            if a[other] > a[r] or (a[other] == a[r] and other < r):
+                r = other
+            i += 1
+        y = a[r]
+        if m <= b_top:
+            if b_top > b_left and (y - a_left) * (b_top - b_left) < (a_top - a_left) * (m - b_left):
+                continue
+        elif b_right > b_top and (y - a_top) * (b_right - b_top) < (a_right - a_top) * (m - b_top):
+            continue
+        x = -np.inf
+        while k > 0:
+            x = (a[hull_rows[lo + k - 1]] - y) / (m - hull_b[lo + k - 1])
+            if x > hull_x[lo + k - 1]:
+                break
+            k -= 1
+        if k == 0:
+            x = -np.inf
+        hull_rows[lo + k] = r
+        hull_x[lo + k] = x
+        hull_b[lo + k] = m
+        k += 1
+    return k
 
 
 @njit(cache=True, nogil=True)
@@ -72,7 +132,9 @@ def envelopes(in_offsets, tail_offsets, tails, feat_offsets, feat_ids, feat_valu
     to the next line's ``seg_x``, its derivation has the yield
     ``words[word_offsets[s]:word_offsets[s+1]]`` (word ids) and the edges
     ``edges[edge_offsets[s]:edge_offsets[s+1]]`` (pre-order, children left to
-    right, as :meth:`Hypergraph.yield_of` reads them).
+    right, as :meth:`Hypergraph.yield_of` reads them), read out by the forest
+    core's walks with the envelope lines as items (line ``s`` applies
+    ``pool_edge[s]``, its tails are the lines ``pool_tails[pool_bp[s]:]``).
     """
     n_forests = node_bounds.shape[0] - 1
     n_dir = directions.shape[0]
@@ -108,10 +170,13 @@ def envelopes(in_offsets, tail_offsets, tails, feat_offsets, feat_ids, feat_valu
     word_offsets = np.zeros(65, np.int64)
     words = np.empty(256, np.int32)
     edge_offsets = np.zeros(65, np.int64)
-    edges = np.empty(256, np.int64)
-    stack = np.empty(64, np.int64)
-    frame_seg = np.empty(64, np.int64)
-    frame_pos = np.empty(64, np.int64)
+    edges = np.empty(256, np.int32)
+    max_nodes = 0
+    for f in range(n_forests):
+        max_nodes = max(max_nodes, node_bounds[f + 1] - node_bounds[f])
+    frame_item = np.empty(max_nodes + 1, np.int64)
+    frame_pos = np.empty(max_nodes + 1, np.int64)
+    none = np.empty(0, np.int32)
     n_out = 0
     n_words = 0
     n_edges_out = 0
@@ -266,54 +331,18 @@ def envelopes(in_offsets, tail_offsets, tails, feat_offsets, feat_ids, feat_valu
                     seg_x[n_out] = pool_x[g]
                     seg_m[n_out] = pool_m[g]
                     seg_a[n_out] = pool_a[g]
-                    # edges, pre-order
-                    stack[0] = g
-                    sp = 1
-                    while sp > 0:
-                        sp -= 1
-                        s = stack[sp]
-                        e = pool_edge[s]
-                        if e < 0:
-                            continue
-                        if n_edges_out + 1 > edges.shape[0]:
-                            edges = grow(edges, n_edges_out + 1)
-                        edges[n_edges_out] = e
-                        n_edges_out += 1
-                        arity = tail_offsets[e + 1] - tail_offsets[e]
-                        if sp + arity > stack.shape[0]:
-                            stack = grow(stack, sp + arity)
-                        for i in range(arity - 1, -1, -1):
-                            stack[sp] = pool_tails[pool_bp[s] + i]
-                            sp += 1
-                    # yield, template order
-                    sp = 0
-                    if pool_edge[g] >= 0:
-                        frame_seg[0] = g
-                        frame_pos[0] = tmpl_offsets[pool_edge[g]]
-                        sp = 1
-                    while sp > 0:
-                        s = frame_seg[sp - 1]
-                        e = pool_edge[s]
-                        pos = frame_pos[sp - 1]
-                        if pos == tmpl_offsets[e + 1]:
-                            sp -= 1
-                            continue
-                        frame_pos[sp - 1] = pos + 1
-                        item = tmpl[pos]
-                        if item >= 0:
-                            if n_words + 1 > words.shape[0]:
-                                words = grow(words, n_words + 1)
-                            words[n_words] = item
-                            n_words += 1
-                        else:
-                            t = pool_tails[pool_bp[s] - item - 1]
-                            if pool_edge[t] >= 0:
-                                if sp + 1 > frame_seg.shape[0]:
-                                    frame_seg = grow(frame_seg, sp + 1)
-                                    frame_pos = grow(frame_pos, sp + 1)
-                                frame_seg[sp] = t
-                                frame_pos[sp] = tmpl_offsets[pool_edge[t]]
-                                sp += 1
+                    n_e = walk_edges(g, pool_edge, pool_bp, pool_tails, tail_offsets, frame_item, frame_pos, none, 0,
+                                     False)
+                    n_w = walk_yield(g, pool_edge, pool_bp, pool_tails, tmpl_offsets, tmpl, frame_item, frame_pos,
+                                     none, 0, False)
+                    edges = grow(edges, n_edges_out + n_e)
+                    words = grow(words, n_words + n_w)
+                    walk_edges(g, pool_edge, pool_bp, pool_tails, tail_offsets, frame_item, frame_pos, edges,
+                               n_edges_out, True)
+                    walk_yield(g, pool_edge, pool_bp, pool_tails, tmpl_offsets, tmpl, frame_item, frame_pos, words,
+                               n_words, True)
+                    n_edges_out += n_e
+                    n_words += n_w
                     n_out += 1
                     word_offsets[n_out] = n_words
                     edge_offsets[n_out] = n_edges_out
@@ -321,59 +350,3 @@ def envelopes(in_offsets, tail_offsets, tails, feat_offsets, feat_ids, feat_valu
     return (seg_offsets, seg_x[:n_out].copy(), seg_m[:n_out].copy(), seg_a[:n_out].copy(),
             word_offsets[:n_out + 1].copy(), words[:n_words].copy(), edge_offsets[:n_out + 1].copy(),
             edges[:n_edges_out].copy())
-
-
-@njit(cache=True)
-def sweeps(seg_offsets, seg_a, seg_m, stats, forest_sentence, n_sentences, smooth, lower, upper, prefer,
-           outside, out, gammas):
-    """Exact line search of corpus BLEU along every direction from the goal lines of :func:`envelopes`.
-
-    The lines of direction ``j`` are ``seg_offsets[j*F]:seg_offsets[(j+1)*F]``
-    (``F = forest_sentence.shape[0]``, forests sorted by their dev sentence
-    ``forest_sentence``), with intercepts ``seg_a``, slopes ``seg_m`` and BLEU
-    statistics ``stats`` (int32[N, 9]). The lines of all forests of a sentence
-    are one instance of n-best MERT's :func:`~tuners._mert_kernels.breakpoints`
-    (which takes their upper envelope: the sentence's best derivation over its
-    forests, the first forest on ties) and the breakpoints of all sentences are
-    swept by :func:`~tuners._mert_kernels.best_interval` between ``lower`` and
-    ``upper``, preferring the interval nearest to ``prefer``. Writes
-    ``out[j] = [bleu, lo, hi]`` of the best interval and ``gammas[j]``, its
-    :func:`~tuners._mert_kernels.interval_point`.
-    """
-    n_forests = forest_sentence.shape[0]
-    n_dir = (seg_offsets.shape[0] - 1) // n_forests
-    room = 1
-    for j in range(n_dir):
-        room = max(room, seg_offsets[(j + 1) * n_forests] - seg_offsets[j * n_forests])
-    hull_rows = np.empty(room, np.int64)
-    hull_x = np.empty(room)
-    hull_b = np.empty(room)
-    xs = np.empty(room)
-    from_rows = np.empty(room, np.int64)
-    to_rows = np.empty(room, np.int64)
-    base = np.zeros(N_STATS, np.int64)
-    offsets = np.zeros(n_sentences + 1, np.int64)
-    result = np.empty(3)
-    for j in range(n_dir):
-        r0 = seg_offsets[j * n_forests]
-        r1 = seg_offsets[(j + 1) * n_forests]
-        n = r1 - r0
-        offsets[:] = 0
-        for f in range(n_forests):
-            offsets[forest_sentence[f] + 1] += seg_offsets[j * n_forests + f + 1] - seg_offsets[j * n_forests + f]
-        for s in range(n_sentences):
-            offsets[s + 1] += offsets[s]
-        a = seg_a[r0:r1].copy()
-        slopes = np.empty((1, n))
-        slopes[0, :] = seg_m[r0:r1]
-        rows = stats[r0:r1].copy()
-        orders = np.empty((1, n), np.int32)
-        sorted_slopes = np.empty((1, n))
-        sentence_orders(offsets, slopes, orders, sorted_slopes)
-        n_breaks = breakpoints(offsets, a, sorted_slopes[0], orders[0], rows, hull_rows, hull_x, hull_b,
-                               xs, from_rows, to_rows, base)
-        best_interval(xs, from_rows, to_rows, n_breaks, base, rows, smooth, lower, upper, prefer, result)
-        out[j, 0] = result[0]
-        out[j, 1] = result[1]
-        out[j, 2] = result[2]
-        gammas[j] = interval_point(result[1], result[2], outside)
