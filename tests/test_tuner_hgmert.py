@@ -276,8 +276,7 @@ def test_line_search_equals_brute_force_bleu(data, w, d, smooth):
     if 0 not in cuts:
         assert score > here or gamma == 0.0
     # the search's BLEU at a point is ForestData.bleu (the envelopes along d = 0)
-    search = hgmert._ForestSearch(data, np.arange(3), hgmert._SMOOTH[smooth], 1e-4, 10, 0,
-                                  np.random.default_rng(0))
+    search = hgmert.ForestLineSearches(data, np.arange(3), smooth)
     assert search.bleu(w) == here
 
 
