@@ -561,7 +561,7 @@ def test_same_seed_gives_bit_identical_weights():
 
 def test_registry_and_parameters():
     cls = tuners.REGISTRY["hg-mert"]
-    assert cls is HypergraphMERT and cls.needs == "hypergraph" and cls.name == "hg-mert"
+    assert cls is HypergraphMERT and cls.tags.fits_on == "forests" and cls.name == "hg-mert"
     assert set(HypergraphMERT().get_params()) == set(MERT().get_params())
     with pytest.raises(InputError, match="has no parameter 'no_such_parameter'.*expected one of n_random_restarts"):
         tuners.get_tuner("hg-mert", no_such_parameter=1)

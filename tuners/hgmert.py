@@ -63,7 +63,7 @@ from minismt.errors import InputError
 from minismt.hypergraph import ForestData, Hypergraph, _kernels
 from tuners import _envelope_kernels as E
 from tuners import _mert_kernels as K
-from tuners.base import HypergraphTuner, register
+from tuners.base import Tuner, TunerTags, register
 from tuners.search import OUTSIDE, SMOOTH, DirectionSearch
 
 DIRECTION_BLOCK = 1 << 22
@@ -133,7 +133,7 @@ def line_search(data: ForestData, w, direction, lower: float = -np.inf, upper: f
 
 
 @register("hg-mert")
-class HypergraphMERT(HypergraphTuner):
+class HypergraphMERT(Tuner):
     """MERT on forests (Kumar et al. 2009; Macherey et al. 2008 for lattices).
 
     The parameters, the search and the result are n-best MERT's
@@ -165,6 +165,8 @@ class HypergraphMERT(HypergraphTuner):
     With the same seed, the same directions and restart points are drawn as by
     :class:`~tuners.mert.MERT` on the same feature space.
     """
+
+    tags = TunerTags(fits_on="forests")
 
     def __init__(self, n_random_restarts: int = 0, n_random_directions: int = 15,
                  optimizer: str = "powell", ranges=None, fixed=None, seed: int = 0, smooth: str = "none",
