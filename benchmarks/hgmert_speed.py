@@ -38,7 +38,7 @@ from minismt.hypergraph import read_cdec_json
 from minismt.metrics import BleuReferences
 from minismt.hypergraph import ForestData
 from tuners.hgmert import HypergraphMERT, _Forests
-from tuners.mert import _SMOOTH
+from tuners.search import SMOOTH
 
 CDEC = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "cdec"
 CDEC_MAP_SECONDS = {"dpmert_testdata": 0.66, "decode_nc": 0.13}
@@ -96,7 +96,7 @@ def _line_searches(data: ForestData, origin: np.ndarray, directions: np.ndarray)
     forests = _Forests(data)
     start = time.perf_counter()
     a = forests.intercepts(origin)
-    gammas, out = forests.searches(a, directions, _SMOOTH["none"])
+    gammas, out = forests.searches(a, directions, SMOOTH["none"])
     total = time.perf_counter() - start
     start = time.perf_counter()
     envelopes = forests.envelopes(a, directions)

@@ -21,7 +21,7 @@ from plugins.cdec.driver import CdecDevDecoder
 from plugins.cdec.weights import read_cdec_weights
 from plugins.moses.driver import MosesDevDecoder
 from plugins.moses.ini import flatten_weights, read_moses_ini_weights
-from tuners.base import HypergraphTuner
+from tuners.base import Tuner, TunerTags
 from tuners.loop import TuningRun
 
 FAKE = str(Path(__file__).with_name("fake_smt_decoders.py"))
@@ -241,10 +241,10 @@ def test_real_moses_decodes(tmp_path):
     assert kbest.n_instances == 20 and all(best)
 
 
-class _ForestRandomSearch(HypergraphTuner):
+class _ForestRandomSearch(Tuner):
     """A seeded random search on forests, standing in for the hypergraph tuners in loop tests."""
 
-    forest_iterations = 2
+    tags = TunerTags(fits_on="forests", forest_iterations=2)
 
     def __init__(self, seed=0, trials=8):
         self.seed = seed

@@ -51,8 +51,9 @@ def assert_in_box(w, w0, dims, bound):
 def test_registry_and_classes():
     assert {n: tuners.REGISTRY[n] for n in ("nbl-bo", "hg-bo", "chg-bo", "hg-rembo")} == {
         "nbl-bo": NBLBO, "hg-bo": HGBO, "chg-bo": CHGBO, "hg-rembo": HGREMBO}
-    assert NBLBO.needs == "kbest" and HGBO.needs == CHGBO.needs == HGREMBO.needs == "hypergraph"
-    assert (HGBO.forest_iterations, CHGBO.forest_iterations, HGREMBO.forest_iterations) == (1, 2, 1)
+    assert NBLBO.tags.fits_on == "kbest"
+    assert HGBO.tags.fits_on == CHGBO.tags.fits_on == HGREMBO.tags.fits_on == "forests"
+    assert (HGBO.tags.forest_iterations, CHGBO.tags.forest_iterations, HGREMBO.tags.forest_iterations) == (1, 2, 1)
     params = tuners.get_tuner("hg-bo").get_params()
     assert params["bound"] == 0.1 and params["steps"] == 100  # Sec. 3, footnote 4
     assert tuners.get_tuner("hg-rembo").get_params()["embedding_dim"] == 10

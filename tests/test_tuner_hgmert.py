@@ -225,8 +225,7 @@ def test_line_search_equals_brute_force_bleu(data, w, d, smooth):
     if 0 not in cuts:
         assert score > here or gamma == 0.0
     # the search's BLEU at a point is ForestData.bleu (the envelopes along d = 0)
-    search = hgmert._ForestSearch(data, np.arange(3), hgmert._SMOOTH[smooth], 1e-4, 10, 0,
-                                  np.random.default_rng(0))
+    search = hgmert.ForestLineSearches(data, np.arange(3), smooth)
     assert search.bleu(w) == here
 
 
@@ -511,7 +510,7 @@ def test_same_seed_gives_bit_identical_weights():
 
 def test_registry_and_parameters():
     cls = tuners.REGISTRY["hg-mert"]
-    assert cls is HypergraphMERT and cls.needs == "hypergraph" and cls.name == "hg-mert"
+    assert cls is HypergraphMERT and cls.tags.fits_on == "forests" and cls.name == "hg-mert"
     assert set(HypergraphMERT().get_params()) == set(MERT().get_params())
     with pytest.raises(InputError, match="has no parameter 'no_such_parameter'.*expected one of n_random_restarts"):
         tuners.get_tuner("hg-mert", no_such_parameter=1)

@@ -144,7 +144,7 @@ def test_round_decodes_shards_in_lock_step_and_mixes(cls, loss):
     decoder = FakeDecoder()
     w0 = np.array([0.0, 1.0, -1.0])
     tuner = cls(loss=loss, batch_size=2, shards=2, seed=3)
-    w = tuner.fit(Source(decoder), w0, state={"step": 4})
+    w = tuner.warm_start({"step": 4}).fit(Source(decoder), w0)
     # 6 sentences, 2 shards of 3, batches of 2: two lock steps, both shards in the first
     assert [len(call) for call in decoder.requests] == [2, 2]
     assert all(np.array_equal(weights, w0) for weights, _ in decoder.requests[0])
@@ -153,10 +153,10 @@ def test_round_decodes_shards_in_lock_step_and_mixes(cls, loss):
     assert tuner.state_ == {"step": 6} and [h["step"] for h in tuner.history_] == [5, 6]
     assert 0.0 <= tuner.rho_ <= 1.0 and np.all(np.isfinite(w))
     assert np.sqrt(w @ w) <= 1 / np.sqrt(tuner.lam) + 1e-9
-    again = cls(loss=loss, batch_size=2, shards=2, seed=3).fit(Source(FakeDecoder()), w0, state={"step": 4})
+    again = cls(loss=loss, batch_size=2, shards=2, seed=3).warm_start({"step": 4}).fit(Source(FakeDecoder()), w0)
     assert np.array_equal(w, again)
     averaged = cls(loss=loss, batch_size=2, shards=2, seed=3, mixing="average")
-    averaged.fit(Source(FakeDecoder()), w0, state={"step": 4})
+    averaged.warm_start({"step": 4}).fit(Source(FakeDecoder()), w0)
     assert averaged.rho_ == 1.0
 
 

@@ -21,7 +21,7 @@ from minismt.errors import InputError
 from minismt.features import FeatureSpace
 from minismt.kbest import KBest, KBestBuilder
 from plugins.moses.mertfiles import read_extractor_files
-from tuners.base import REGISTRY
+from tuners.base import REGISTRY, KBestWithReference
 from tuners.structsvm import VARIANTS, StructSVM, StructSVMProblem
 
 DENSE = ["d_0", "d_1", "d_2"]
@@ -370,19 +370,20 @@ def test_reference_changes_the_weights_and_empty_reference_is_the_surrogate():
     data, reference = reference_case()
     w0 = np.zeros(len(data.space))
     with_reference = StructSVM()
-    w_ref = with_reference.fit(data, w0, reference)
+    w_ref = with_reference.fit(KBestWithReference(data, reference), w0)
     assert with_reference.n_reference_ == 2
     w_none = StructSVM().fit(data, w0)
     assert not np.allclose(w_ref, w_none)       # measured: they differ by 0.30 (|w| 0.23), also under noise
     empty = reference_kbest(data.space, {}, 3)
     tuner = StructSVM()
-    assert np.array_equal(tuner.fit(data, w0, empty), w_none) and tuner.n_reference_ == 0
+    assert np.array_equal(tuner.fit(KBestWithReference(data, empty), w0), w_none) and tuner.n_reference_ == 0
     # sentence 1 has no derivation either way: a reference for it alone changes the result
     only_1 = reference_kbest(data.space, {1: ([0.0, 0.0, 0.0], {})}, 3)
-    assert not np.array_equal(StructSVM().fit(data, w0, only_1), w_none)
+    assert not np.array_equal(StructSVM().fit(KBestWithReference(data, only_1), w0), w_none)
     # correct="oracle" ignores the forced derivations
     oracle_only = StructSVM(correct="oracle")
-    assert np.array_equal(oracle_only.fit(data, w0, reference), w_none) and oracle_only.n_reference_ == 0
+    assert np.array_equal(oracle_only.fit(KBestWithReference(data, reference), w0), w_none) \
+        and oracle_only.n_reference_ == 0
     with pytest.raises(InputError, match="correct"):
         StructSVM(correct="gold").fit(data, w0)
 
@@ -419,9 +420,9 @@ def test_absolute_loss_with_surrogate_gives_the_same_margin_l1_weights(seed):
 def test_fit_is_deterministic_and_ignores_the_seed(variant):
     data, reference = reference_case()
     w0 = np.linspace(-1, 1, len(data.space))
-    first = StructSVM(variant=variant, seed=0).fit(data, w0, reference)
-    again = StructSVM(variant=variant, seed=0).fit(data, w0, reference)
-    other_seed = StructSVM(variant=variant, seed=12345).fit(data, w0, reference)
+    first = StructSVM(variant=variant, seed=0).fit(KBestWithReference(data, reference), w0)
+    again = StructSVM(variant=variant, seed=0).fit(KBestWithReference(data, reference), w0)
+    other_seed = StructSVM(variant=variant, seed=12345).fit(KBestWithReference(data, reference), w0)
     assert np.array_equal(first, again) and np.array_equal(first, other_seed)
 
 
@@ -441,25 +442,26 @@ def test_bad_reference_raises_input_error():
     data, reference = reference_case()
     w0 = np.zeros(len(data.space))
     with pytest.raises(InputError, match="2 instances for a dev set of 3"):
-        StructSVM().fit(data, w0, reference_kbest(data.space, {0: ([1.0, 0, 0], {})}, 2))
+        StructSVM().fit(KBestWithReference(data, reference_kbest(data.space, {0: ([1.0, 0, 0], {})}, 2)), w0)
     with pytest.raises(InputError, match="4 instances for a dev set of 3"):
-        StructSVM().fit(data, w0, reference_kbest(data.space, {0: ([1.0, 0, 0], {})}, 4))
+        StructSVM().fit(KBestWithReference(data, reference_kbest(data.space, {0: ([1.0, 0, 0], {})}, 4)), w0)
     other = FeatureSpace(["e_0", "e_1", "e_2"])
     with pytest.raises(InputError, match="another feature space"):
-        StructSVM().fit(data, w0, reference_kbest(other, {0: ([1.0, 0, 0], {})}, 3))
+        StructSVM().fit(KBestWithReference(data, reference_kbest(other, {0: ([1.0, 0, 0], {})}, 3)), w0)
     larger = FeatureSpace(DENSE, SPARSE + ["sp_new"])
     with pytest.raises(InputError, match="another feature space"):
-        StructSVM().fit(data, w0, reference_kbest(larger, {0: ([1.0, 0, 0], {"sp_new": 1.0})}, 3))
+        StructSVM().fit(KBestWithReference(data, reference_kbest(larger, {0: ([1.0, 0, 0], {"sp_new": 1.0})}, 3)), w0)
     builder = KBestBuilder(data.space)
     builder.add(0, "one", [1.0, 0, 0])
     builder.add(0, "two", [0.0, 1.0, 0])
     with pytest.raises(InputError, match="instance 0 has 2 hypotheses"):
-        StructSVM().fit(data, w0, builder.build(3))
+        StructSVM().fit(KBestWithReference(data, builder.build(3)), w0)
     with pytest.raises(InputError, match="reference of type"):
-        StructSVM().fit(data, w0, {"0": [1.0, 0, 0]})
+        StructSVM().fit(KBestWithReference(data, {"0": [1.0, 0, 0]}), w0)
     # a prefix of the data's space (a reference read before new sparse names were added) is fine
     prefix = FeatureSpace(DENSE, SPARSE[:1])
-    assert StructSVM().fit(data, w0, reference_kbest(prefix, {0: ([1.0, 0, 0], {})}, 3)).shape == w0.shape
+    with_prefix = KBestWithReference(data, reference_kbest(prefix, {0: ([1.0, 0, 0], {})}, 3))
+    assert StructSVM().fit(with_prefix, w0).shape == w0.shape
 
 
 def test_registered_and_parameters_documented_defaults():

@@ -53,8 +53,8 @@ def seeded_params(cls):
 @pytest.mark.parametrize("name", sorted(tuners.REGISTRY))
 def test_tuner_conformance(name):
     cls = tuners.REGISTRY[name]
-    if cls.needs != "kbest":
-        pytest.skip(f"{name} tunes on {cls.needs}, not on k-best lists (covered by its own tests)")
+    if cls.tags.fits_on != "kbest":
+        pytest.skip(f"{name} tunes on {cls.tags.fits_on}, not on k-best lists (covered by its own tests)")
     tuner = tuners.get_tuner(name, **seeded_params(cls))
     defaults = tuner.get_params()
     data = toy_kbest()
@@ -101,8 +101,8 @@ def test_tuner_bad_input(name):
     features (or naming unknown ones), mismatched sentence ids; each an InputError that says
     what is wrong."""
     cls = tuners.REGISTRY[name]
-    if cls.needs != "kbest":
-        pytest.skip(f"{name} tunes on {cls.needs}, not on k-best lists (covered by its own tests)")
+    if cls.tags.fits_on != "kbest":
+        pytest.skip(f"{name} tunes on {cls.tags.fits_on}, not on k-best lists (covered by its own tests)")
     tuner = tuners.get_tuner(name, **seeded_params(cls))
     data = toy_kbest(6, 5)
     with pytest.raises(InputError, match="no hypothesis.*dev sentence 1"):

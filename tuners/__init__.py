@@ -3,9 +3,9 @@
 Importing this package registers every tuner in :data:`tuners.base.REGISTRY`.
 """
 
-from tuners.base import REGISTRY, Tuner, get_tuner, register
+from tuners.base import REGISTRY, Tuner, TunerTags, get_tuner, register
 from tuners import apro, kbmira, listwise, mert, oro, pro, structsvm  # noqa: E402,F401  (importing registers each tuner)
 from tuners import hgmert  # noqa: E402,F401  (hypergraph MERT, registered as "hg-mert")
 from tuners import bayesopt  # noqa: E402,F401  (NBL-BO, HG-BO, CHG-BO, HG-REMBO)
 
-__all__ = ["REGISTRY", "Tuner", "get_tuner", "register"]
+__all__ = ["REGISTRY", "Tuner", "TunerTags", "get_tuner", "register"]

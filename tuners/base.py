@@ -1,10 +1,16 @@
 """The Tuner interface and the registry of tuners by name.
 
 A tuner is configured by keyword arguments in ``__init__`` (stored unchanged, no
-work there) and optimises weights on fixed tuning data with ``fit(data, w0)``,
-which returns the new weights and leaves ``weights_`` and ``history_`` (one dict
-per inner iteration or epoch) on the tuner, as scikit-learn estimators do.
-``data`` is a :class:`minismt.kbest.KBest` with BLEU statistics; weights are
+work there; :meth:`Tuner.get_params` and :meth:`Tuner.set_params` read and set
+them) and optimises weights on fixed tuning data with ``fit(data, w0)``, the one
+fit form of every tuner, which returns the new weights and leaves ``weights_``
+and ``history_`` (one dict per inner iteration or epoch) on the tuner, as
+scikit-learn estimators do. What ``data`` is, and what else the tuning loop
+gets ready for the tuner, the class declares in its :class:`TunerTags` (as
+scikit-learn's estimator tags): a :class:`minismt.kbest.KBest` with BLEU
+statistics (the default), a :class:`KBestWithReference` (the k-best list and
+the forced decoding of the references), a
+:class:`minismt.hypergraph.ForestData` or a :class:`BatchSource`. Weights are
 float64 arrays over ``data.space`` (dense names first, then sparse names).
 Every random choice comes from ``numpy.random.default_rng(seed)`` made inside
 ``fit``, so the same seed gives bit-identical weights.
@@ -14,24 +20,69 @@ from __future__ import annotations
 
 import inspect
 import json
+from dataclasses import dataclass
 from typing import Callable, Protocol, Sequence
 
 import numpy as np
 
 from minismt.errors import InputError
 from minismt.features import FeatureSpace
-from minismt.hypergraph import ForestData
 from minismt.kbest import KBest
 
 REGISTRY: dict[str, type["Tuner"]] = {}
 
+FITS_ON = ("kbest", "forests", "decoder")
+ACCUMULATIONS = ("merge", "aggregate", "none")
+
+
+@dataclass(frozen=True)
+class TunerTags:
+    """What a tuner class fits on and needs from the tuning loop (its ``tags``).
+
+    fits_on : ``"kbest"`` (``fit`` takes the accumulated :class:`KBest`), ``"forests"``
+        (a :class:`~minismt.hypergraph.ForestData` of the dev set's forests) or ``"decoder"``
+        (a :class:`BatchSource`: an online tuner decodes its own mini-batches).
+    needs_reference : with ``fits_on="kbest"``, ``fit`` takes a :class:`KBestWithReference`
+        holding the forced decoding of each sentence's first reference, when the decoder can
+        force (else the plain :class:`KBest`).
+    forest_iterations : with ``fits_on="forests"``, how many of the latest outer iterations'
+        forests ``fit`` gets (1: the current ones; CHG-BO: 2, previous and current).
+    accumulate : the loop's default accumulation of k-best lists: ``"merge"``, ``"aggregate"``
+        (the listwise tuners) or ``"none"``.
+    """
+
+    fits_on: str = "kbest"
+    needs_reference: bool = False
+    forest_iterations: int = 1
+    accumulate: str = "merge"
+
+    def __post_init__(self):
+        if self.fits_on not in FITS_ON:
+            raise ValueError(f"fits_on={self.fits_on!r}: one of {', '.join(FITS_ON)}")
+        if self.accumulate not in ACCUMULATIONS:
+            raise ValueError(f"accumulate={self.accumulate!r}: one of {', '.join(ACCUMULATIONS)}")
+        if self.forest_iterations < 1:
+            raise ValueError(f"forest_iterations={self.forest_iterations}: at least 1")
+
+
+@dataclass(frozen=True)
+class KBestWithReference:
+    """Tuning data of a tuner with ``needs_reference``: the k-best list and the reference derivations.
+
+    ``reference`` holds one instance per dev sentence with at most one hypothesis: the forced
+    decoding of the sentence's first reference under the weights ``kbest`` was decoded with
+    (none where the reference is unreachable).
+    """
+
+    kbest: KBest
+    reference: KBest
+
 
 class Tuner:
-    """Base class: parameters in ``__init__``, optimisation in :meth:`fit`."""
+    """Base class: parameters in ``__init__``, optimisation in :meth:`fit`, needs in :attr:`tags`."""
 
     name = "tuner"
-    needs = "kbest"  # what fit() takes: "kbest" (n-best tuners), "hypergraph" or "decoder" (online)
-    accumulate = "merge"  # the tuning loop's default accumulation for this tuner (listwise: "aggregate")
+    tags = TunerTags()
 
     @classmethod
     def param_names(cls) -> list[str]:
@@ -99,37 +150,28 @@ class BatchSource(Protocol):
 
 
 class OnlineTuner(Tuner):
-    """A tuner that decodes as it learns (``needs = "decoder"``).
+    """A tuner that decodes as it learns (``fits_on="decoder"``).
 
-    ``fit(source, w0, state)`` makes one round over the dev set (one outer
-    iteration of the tuning loop), decoding mini-batches through ``source``;
-    it leaves ``state_``, a JSON-serialisable dict (e.g. the step counter of a
-    learning-rate schedule) that the loop checkpoints and passes to the next
-    round, so that a resumed run continues exactly where it stopped.
+    ``fit(source, w0)`` makes one round over the dev set (one outer iteration
+    of the tuning loop), decoding mini-batches through ``source`` (a
+    :class:`BatchSource`); it starts from :attr:`start_state` (set with
+    :meth:`warm_start`) and leaves ``state_``, a JSON-serialisable dict (e.g.
+    the step counter of a learning-rate schedule) that the loop checkpoints and
+    gives the next round with :meth:`warm_start`, so that a resumed run
+    continues exactly where it stopped.
     """
 
-    needs = "decoder"
+    tags = TunerTags(fits_on="decoder")
+    start_state: dict | None = None
 
-    def fit(self, source: BatchSource, w0, state: dict | None = None) -> np.ndarray:
-        raise TypeError(f"{type(self).__name__} does not implement fit")
+    def warm_start(self, state: dict | None) -> "OnlineTuner":
+        """Start the next :meth:`fit` from ``state``, an earlier round's ``state_`` (None: the first round)."""
+        self.start_state = None if state is None else dict(state)
+        return self
 
     @staticmethod
     def check_start(source: BatchSource, w0) -> np.ndarray:
         return source.space.start_weights(w0)
-
-
-class HypergraphTuner(Tuner):
-    """A tuner that optimises on forests (``needs = "hypergraph"``): ``fit(data: ForestData, w0)``.
-
-    ``forest_iterations`` is how many of the latest outer iterations' forests
-    the tuning loop passes (1: the current ones; CHG-BO: 2, previous and current).
-    """
-
-    needs = "hypergraph"
-    forest_iterations = 1
-
-    def fit(self, data: "ForestData", w0) -> np.ndarray:
-        raise TypeError(f"{type(self).__name__} does not implement fit")
 
 
 def register(name: str) -> Callable[[type[Tuner]], type[Tuner]]:

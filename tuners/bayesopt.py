@@ -53,7 +53,7 @@ Variants (Sec. 2):
   :class:`~minismt.hypergraph.batch.ForestBatch` (one numba call per point);
 * ``chg-bo`` (CHG-BO): the same on the forests of the previous and the current
   iteration together ("combines hypergraphs from one previous and current
-  iterations"): ``forest_iterations = 2``, a sentence's translation is the best
+  iterations"): the tag ``forest_iterations=2``, a sentence's translation is the best
   Viterbi derivation over its forests;
 * ``nbl-bo`` (NBL-BO): Algorithm 1 "replacing the hypergraphs with N-best
   lists": a :class:`~minismt.kbest.KBest` and its model-best BLEU;
@@ -101,7 +101,7 @@ from minismt.hypergraph import ForestData
 from minismt.hypergraph.batch import ForestBatch
 from minismt.kbest import KBest
 from minismt.metrics import corpus_bleu_from_stats
-from tuners.base import HypergraphTuner, Tuner, register
+from tuners.base import Tuner, TunerTags, register
 
 BOUND = 0.1
 """Half-width ``b`` of the search box (Sec. 3, footnote 4)."""
@@ -329,8 +329,10 @@ class _BayesOptTuner:
         return w
 
 
-class _HypergraphBO(_BayesOptTuner, HypergraphTuner):
+class _HypergraphBO(_BayesOptTuner, Tuner):
     """HG-BO and its variants: ``fit(ForestData, w0)``."""
+
+    tags = TunerTags(fits_on="forests")
 
     def _prepare(self, data, w0):
         if not isinstance(data, ForestData):
@@ -379,7 +381,7 @@ class HGBO(_HypergraphBO):
 class CHGBO(HGBO):
     """CHG-BO (Miao et al. 2016, Sec. 2): HG-BO on the previous and the current iteration's forests together."""
 
-    forest_iterations = 2
+    tags = TunerTags(fits_on="forests", forest_iterations=2)
 
 
 @register("hg-rembo")
@@ -453,8 +455,6 @@ class NBLBO(_BayesOptTuner, Tuner):
 
     Parameters and attributes as :class:`HGBO`.
     """
-
-    needs = "kbest"
 
     def fit(self, data: KBest, w0) -> np.ndarray:
         w = self.check_data(data, w0)

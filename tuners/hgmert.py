@@ -23,11 +23,13 @@ running the inside algorithm in the envelope semiring (the forest core's
   (:func:`tuners._mert_kernels.breakpoints`, :func:`~tuners._mert_kernels.best_interval`).
 
 Around the line search, everything is n-best MERT's (:class:`tuners.mert.MERT`,
-Moses' ``mert``): the coordinate ("powell") or random-direction search, random
-directions and restarts drawn from one seeded generator, the choice of the
+Moses' ``mert``), by composition: the same :class:`tuners.search.DirectionSearch`
+runs the coordinate ("powell") or random-direction search, draws random
+directions and restarts from one seeded generator and normalises the result,
+on the line searches of :class:`ForestLineSearches`; the choice of the
 interval (the best BLEU, of equal ones the nearest to the current point; its
-midpoint, or :data:`tuners.mert.OUTSIDE` beyond the finite end of an unbounded
-one) and the normalisation of the result.
+midpoint, or :data:`tuners.search.OUTSIDE` beyond the finite end of an
+unbounded one) is n-best MERT's too.
 
 Differences from cdec's ``dpmert`` (``mr_dpmert_map``/``reduce``, dpmert.pl),
 all deliberate: BLEU is minismt's (sacrebleu's arithmetic, ``smooth="none"`` by
@@ -62,8 +64,8 @@ from minismt.hypergraph import ForestData, Hypergraph, _kernels
 from minismt.hypergraph._envelope_kernels import envelopes
 from tuners import _hgmert_kernels
 from tuners import _mert_kernels as K
-from tuners.base import HypergraphTuner, register
-from tuners.mert import _SMOOTH, MERT, OUTSIDE, _SearchBase
+from tuners.base import Tuner, TunerTags, register
+from tuners.search import OUTSIDE, SMOOTH, DirectionSearch
 
 DIRECTION_BLOCK = 1 << 22
 """Most direction-vector entries (directions x features) one kernel call gets; more go in blocks."""
@@ -113,7 +115,7 @@ def best_interval(data: ForestData, w, direction, lower: float = -np.inf, upper:
     :func:`tuners.mert.line_search`.
     """
     forests, w, direction = _line_problem(data, w, direction, smooth, lower, upper)
-    _, out = forests.searches(forests.intercepts(w), direction[None, :], _SMOOTH[smooth],
+    _, out = forests.searches(forests.intercepts(w), direction[None, :], SMOOTH[smooth],
                               float(lower), float(upper), float(prefer))
     return float(out[0, 0]), float(out[0, 1]), float(out[0, 2])
 
@@ -123,7 +125,7 @@ def line_search(data: ForestData, w, direction, lower: float = -np.inf, upper: f
     """Exact line search of corpus BLEU along ``w + gamma * direction`` over the forests: ``(gamma, bleu)``.
 
     ``gamma`` is ``prefer`` when it lies in the best interval (:func:`best_interval`),
-    else that interval's midpoint, or :data:`tuners.mert.OUTSIDE` beyond the finite
+    else that interval's midpoint, or :data:`tuners.search.OUTSIDE` beyond the finite
     end of an unbounded one (as :func:`tuners.mert.line_search`).
     """
     bleu, lo, hi = best_interval(data, w, direction, lower, upper, prefer, smooth)
@@ -132,13 +134,14 @@ def line_search(data: ForestData, w, direction, lower: float = -np.inf, upper: f
 
 
 @register("hg-mert")
-class HypergraphMERT(HypergraphTuner, MERT):
+class HypergraphMERT(Tuner):
     """MERT on forests (Kumar et al. 2009; Macherey et al. 2008 for lattices).
 
     The parameters, the search and the result are n-best MERT's
-    (:class:`tuners.mert.MERT`, Moses' ``mert``), only the line search runs over
+    (:class:`tuners.mert.MERT`, Moses' ``mert``: the same
+    :class:`~tuners.search.DirectionSearch`), only the line search runs over
     every derivation of the forests of a :class:`~minismt.hypergraph.ForestData`
-    instead of a k-best list:
+    instead of a k-best list (:class:`ForestLineSearches`):
 
     n_random_restarts : searches from random points besides the one from ``w0`` (0: dpmert.pl
         searches from the current weights only; n-best MERT's 20 restarts cost 21 searches of
@@ -164,23 +167,20 @@ class HypergraphMERT(HypergraphTuner, MERT):
     :class:`~tuners.mert.MERT` on the same feature space.
     """
 
+    tags = TunerTags(fits_on="forests")
+
     def __init__(self, n_random_restarts: int = 0, n_random_directions: int = 15,
                  optimizer: str = "powell", ranges=None, fixed=None, seed: int = 0, smooth: str = "none",
                  normalize: str = "l1", epsilon: float = 1e-4, max_rounds: int = 5):
-        super().__init__(n_random_restarts=n_random_restarts, n_random_directions=n_random_directions,
-                         optimizer=optimizer, ranges=ranges, fixed=fixed, seed=seed, smooth=smooth,
-                         normalize=normalize, epsilon=epsilon, max_rounds=max_rounds)
+        self.set_params(**{name: value for name, value in locals().items() if name != "self"})
 
     def fit(self, data: ForestData, w0) -> np.ndarray:
         """Run the searches from ``w0`` and the random restarts; returns the normalised best weights."""
         w_start = self._check_forests(data, w0)
-        self._check_params()
-        free = self._free(data)
-        low, high = self._ranges(data)
-        rng = self._rng()
-        search = _ForestSearch(data, free, _SMOOTH[self.smooth], self.epsilon, self.max_rounds,
-                               self.n_random_directions, rng)
-        return self._restarts(search, w_start, free, low, high, rng, search.bleu)
+        search = DirectionSearch(**self.get_params())
+        self.weights_, self.bleu_, self.best_start_, self.history_ = search.run(
+            data.space, w_start, lambda free: ForestLineSearches(data, free, self.smooth))
+        return self.weights_
 
     @staticmethod
     def _check_forests(data: ForestData, w0) -> np.ndarray:
@@ -314,32 +314,27 @@ class _Forests:
         return float(out[0, 0])
 
 
-class _ForestSearch(_SearchBase):
-    """MERT's searches (:class:`tuners.mert._SearchBase`) with line searches over forests."""
+class ForestLineSearches:
+    """MERT's line searches over forest envelopes (a :class:`tuners.search.LineSearches`)."""
 
-    def __init__(self, data: ForestData, free: np.ndarray, smooth: int, epsilon: float, max_rounds: int,
-                 n_random: int, rng: np.random.Generator):
-        super().__init__(free, len(data.space), epsilon, max_rounds, n_random, rng)
+    def __init__(self, data: ForestData, free: np.ndarray, smooth: str):
         self.forests = _Forests(data)
-        self.smooth = smooth
+        self.free = free
+        self.smooth = SMOOTH[smooth]
         self.a = None
 
     def bleu(self, w: np.ndarray) -> float:
         """Corpus BLEU of the Viterbi translations at ``w`` (equal to :meth:`ForestData.bleu`)."""
         return self.forests.bleu(self.forests.intercepts(w), self.smooth)
 
-    def _current(self, w: np.ndarray) -> float:
+    def current(self, w: np.ndarray) -> float:
         self.a = self.forests.intercepts(w)
         return self.forests.bleu(self.a, self.smooth)
 
-    def _coordinate_searches(self):
+    def coordinates(self):
         return self.forests.coordinate_searches(self.a, self.free, self.smooth)
 
-    def _random(self, count: int):
-        directions = self._unit_directions(count)
-        return directions, directions
-
-    def _line_searches(self, directions):
+    def along(self, directions: np.ndarray):
         gammas, out = self.forests.searches(self.a, directions, self.smooth)
         return gammas, out[:, 0]
 
@@ -364,7 +359,7 @@ def _join_envelopes(parts: list) -> tuple:
 def _line_problem(data: ForestData, w, direction, smooth: str, lower: float, upper: float):
     if not isinstance(data, ForestData):
         raise InputError(f"tuning data of type {type(data).__name__}", expected="a ForestData of forests")
-    if smooth not in _SMOOTH:
+    if smooth not in SMOOTH:
         raise InputError(f"smooth={smooth!r}", expected="'none' or 'exp'")
     if not lower <= upper or math.isnan(lower) or math.isnan(upper):
         raise InputError(f"bounds [{lower}, {upper}]", expected="lower <= upper")

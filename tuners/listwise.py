@@ -88,7 +88,7 @@ from minismt.kbest import KBest
 from minismt.kbest._kernels import model_scores
 from minismt.metrics import bleu_plus_one
 from tuners import _listwise_kernels as kernels
-from tuners.base import Tuner, register
+from tuners.base import Tuner, TunerTags, register
 
 SELECT = ("best", "last")
 
@@ -97,7 +97,7 @@ class ListwiseTuner(Tuner):
     """Common part of the listwise tuners: one loss of the family, mini-batch AdaDelta.
 
     The tuning loop aggregates instances for them by default (the paper's
-    instance aggregating, ``accumulate = "aggregate"``); ``merge`` is the option.
+    instance aggregating, the tag ``accumulate="aggregate"``); ``merge`` is the option.
 
     Subclasses fix the loss: ``soft`` (ListNet's cross entropy with ``P_eval``,
     else ListMLE's likelihood of ``pi_eval``) and the position weights
@@ -111,7 +111,7 @@ class ListwiseTuner(Tuner):
     and ``n_updates_`` (AdaDelta steps).
     """
 
-    accumulate = "aggregate"
+    tags = TunerTags(accumulate="aggregate")
     soft = False
     weighting = kernels.WEIGHTS_ALL
 

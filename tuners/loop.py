@@ -10,15 +10,26 @@ Moses and cdec plugins provide others) and any registered n-best tuner:
    tuners) or ``none`` (this iteration's list only), optionally starting afresh
    every ``reset_after`` iterations (the APRO paper's reset),
 3. ``w_{t+1} = tuner.fit(accumulated, w_t)`` with the tuner seeded by
-   (seed, t); an online tuner (``needs == "decoder"``) instead makes one
-   round over the dev set, decoding its own mini-batches, and its state
-   (e.g. its learning-rate step) is checkpointed with the weights; a tuner
-   whose ``fit`` takes ``reference`` (structured SVMs) also gets the forced
-   decoding of each sentence's first reference under ``w_t`` when the
-   decoder can force (``decoder.force``); a hypergraph tuner (``needs ==
-   "hypergraph"``) gets the forests of the dev set (``decoder.decode_hypergraphs``)
-   of this iteration, or of the last ``forest_iterations`` ones (CHG-BO),
+   (seed, t),
 4. write a checkpoint (weights, accumulated list, history) atomically.
+
+That is the k-best iteration. The tuner's class declares in its
+:class:`~tuners.base.TunerTags` what it fits on, and the run picks one of
+three iteration strategies from them:
+
+- ``fits_on="kbest"``: the above; with ``needs_reference`` (structured SVMs)
+  ``fit`` gets a :class:`~tuners.base.KBestWithReference` that adds the
+  forced decoding of each sentence's first reference under ``w_t`` when the
+  decoder can force (``decoder.forces``);
+- ``fits_on="decoder"`` (online tuners): steps 1-2 as above (for the dev BLEU
+  and the stopping rule), then one round over the dev set in which the tuner
+  decodes its own mini-batches (``decoder.decode_batches``); its state
+  (e.g. its learning-rate step), given with ``warm_start`` before ``fit`` and
+  read from ``state_`` after, is checkpointed with the weights;
+- ``fits_on="forests"`` (hypergraph tuners): the forests of the dev set
+  (``decoder.decode_hypergraphs``) of this iteration, or of the last
+  ``forest_iterations`` ones (CHG-BO), as a
+  :class:`~minismt.hypergraph.ForestData`; nothing is accumulated.
 
 It stops after ``max_iter`` iterations or when decoding adds no new hypothesis
 to the accumulated list, and returns the weights with the best dev BLEU (or
@@ -35,7 +46,6 @@ different is an :class:`InputError` that lists what differs.
 
 from __future__ import annotations
 
-import inspect
 import json
 import os
 import time
@@ -49,7 +59,7 @@ from minismt.hypergraph import ForestData
 from minismt.io import atomic_write, lines_sha256, write_lines
 from minismt.kbest import KBest
 from minismt.metrics import BleuReferences, corpus_bleu_from_stats
-from tuners.base import Tuner, get_tuner
+from tuners.base import KBestWithReference, Tuner, TunerTags, get_tuner
 from tuners.devdecoder import DevDecoder
 
 CHECKPOINT = "checkpoint.json"
@@ -77,7 +87,7 @@ class TuningRun:
     tuner : a registered tuner name or a :class:`Tuner` instance.
     run_dir : where checkpoints, the log and ``weights.final`` go.
     accumulate : ``merge`` | ``aggregate`` | ``none``; None: the tuner's own default
-        (``Tuner.accumulate``: ``aggregate`` for the listwise tuners, else ``merge``).
+        (its tag ``accumulate``: ``aggregate`` for the listwise tuners, else ``merge``).
     reset_after : start accumulating afresh every N iterations (None: never).
     max_iter : at most this many decoding iterations.
     seed : seeds the tuner of iteration t with (seed, t).
@@ -90,8 +100,9 @@ class TuningRun:
                  run_dir: str | os.PathLike, accumulate: str | None = None, reset_after: int | None = None,
                  max_iter: int = 10, seed: int = 0, return_best: bool = True,
                  lowercase: bool = False, tuner_params: dict | None = None, on_iteration=None):
+        self.tags: TunerTags = (tuner if isinstance(tuner, Tuner) else _tuner_class(tuner)).tags
         if accumulate is None:
-            accumulate = (tuner if isinstance(tuner, Tuner) else _tuner_class(tuner)).accumulate
+            accumulate = self.tags.accumulate
         if accumulate not in ("merge", "aggregate", "none"):
             raise InputError(f"accumulate={accumulate!r}", expected="'merge', 'aggregate' or 'none'")
         if max_iter < 1:
@@ -115,6 +126,7 @@ class TuningRun:
         self.references_digest = lines_sha256("\t".join(refs) for refs in references)
         self.history: list[IterationRecord] = []
         self.tuner_state: dict | None = None  # an online tuner's state between rounds
+        self._accumulated: KBest | list[KBest] | None = None  # k-best lists so far (a list: aggregate)
         self._forests: dict[int, list] = {}   # hypergraph tuners: forests of the latest iterations
 
     # ---- the tuner of one iteration ------------------------------------------------
@@ -215,7 +227,7 @@ class TuningRun:
         """Tune from ``w0`` (or resume); returns the final weights and writes ``weights.final``."""
         space = self.decoder.space
         weights = space.start_weights(w0)
-        accumulated: KBest | list[KBest] | None = None
+        self._accumulated = None
         start = 0
         self._claim()
         loaded = self._load()
@@ -224,56 +236,50 @@ class TuningRun:
             weights = np.asarray(state["weights"], dtype=np.float64)
             start = state["iteration"] + 1
             if parts:
-                accumulated = parts if self.accumulate == "aggregate" else parts[0]
+                self._accumulated = parts if self.accumulate == "aggregate" else parts[0]
             if state["done"]:
                 return self._finish(weights)
+        iteration = {"kbest": self._kbest_iteration, "decoder": self._online_iteration,
+                     "forests": self._forest_iteration}[self.tags.fits_on]
+        forests = self.tags.fits_on == "forests"
         for t in range(start, self.max_iter):
             began = time.perf_counter()
-            tuner = self._tuner(t)
-            if tuner.needs == "hypergraph":
-                weights = self._forest_iteration(tuner, weights, t, began)
-                self._save(t, weights, None, done=t == self.max_iter - 1)
-                self._log(self.history[-1], forests=True)
-                continue
-            kbest, onebest = self.decoder.decode(weights, t)
-            kbest.set_stats(self.references.kbest_stats(kbest))
-            dev_stats = self.references.stats(np.arange(len(onebest)), onebest)
-            dev_bleu = corpus_bleu_from_stats(dev_stats)
-            if self.reset_after and t > 0 and t % self.reset_after == 0:
-                accumulated = None
-            new = _new_hypotheses(accumulated, kbest)
-            accumulated = self._accumulate(accumulated, kbest)
-            data = KBest.aggregate(accumulated) if isinstance(accumulated, list) else accumulated
-            if tuner.needs == "decoder":
-                source = _BatchSource(self.decoder, self.references, t)
-                w_next = np.asarray(tuner.fit(source, weights, state=self.tuner_state), dtype=np.float64)
-                self.tuner_state = getattr(tuner, "state_", None)
-            elif "reference" in inspect.signature(tuner.fit).parameters and self.decoder.forces:
-                forced = self.decoder.force(weights, self.first_references, t)
-                w_next = np.asarray(tuner.fit(data, weights, reference=forced), dtype=np.float64)
-            else:
-                w_next = np.asarray(tuner.fit(data, weights), dtype=np.float64)
-            tuned_bleu = data.bleu(w_next)
-            self.history.append(IterationRecord(t, dev_bleu, tuned_bleu, data.n_hypotheses, new,
-                                                round(time.perf_counter() - began, 3),
-                                                [float(x) for x in weights]))
-            converged = t > 0 and new == 0
-            weights = w_next
-            self._save(t, weights, accumulated, done=converged or t == self.max_iter - 1)
-            self._log(self.history[-1])
+            weights, converged = iteration(self._tuner(t), weights, t, began)
+            self._save(t, weights, self._accumulated, done=converged or t == self.max_iter - 1)
+            self._log(self.history[-1], forests=forests)
             if converged:
                 break
         return self._finish(weights)
 
-    def _forest_iteration(self, tuner: Tuner, weights: np.ndarray, t: int, began: float) -> np.ndarray:
-        """One iteration of a hypergraph tuner: decode forests, tune on the latest
-        ``tuner.forest_iterations`` iterations' forests, record. Forests are not checkpointed: after a
-        resume, an earlier iteration's are decoded again with the weights of its record."""
+    # ---- the three iteration strategies: each returns (w_{t+1}, converged) and records the iteration
+    def _kbest_iteration(self, tuner: Tuner, weights: np.ndarray, t: int, began: float):
+        """An n-best tuner's iteration: fit on the accumulated k-best list (with the forced decoding of the
+        references when the tuner needs it and the decoder can force)."""
+        data, dev_bleu, new = self._decode_and_accumulate(weights, t)
+        fit_data = data
+        if self.tags.needs_reference and self.decoder.forces:
+            fit_data = KBestWithReference(data, self.decoder.force(weights, self.first_references, t))
+        return self._record(t, weights, tuner.fit(fit_data, weights), data, dev_bleu, new, began)
+
+    def _online_iteration(self, tuner: Tuner, weights: np.ndarray, t: int, began: float):
+        """An online tuner's iteration: the dev set decoded and accumulated as for n-best tuners (dev BLEU,
+        stopping rule), then one round in which the tuner decodes its own mini-batches, started from the
+        previous round's state."""
+        data, dev_bleu, new = self._decode_and_accumulate(weights, t)
+        source = _BatchSource(self.decoder, self.references, t)
+        w_next = tuner.warm_start(self.tuner_state).fit(source, weights)
+        self.tuner_state = tuner.state_
+        return self._record(t, weights, w_next, data, dev_bleu, new, began)
+
+    def _forest_iteration(self, tuner: Tuner, weights: np.ndarray, t: int, began: float):
+        """A hypergraph tuner's iteration: decode forests, tune on the latest ``forest_iterations``
+        iterations' forests, record. Forests are not checkpointed: after a resume, an earlier iteration's
+        are decoded again with the weights of its record."""
         if not self.decoder.outputs_forests:  # the base class's error, before any decoding
             DevDecoder.decode_hypergraphs(self.decoder, weights, t)
         forests, onebest = self.decoder.decode_hypergraphs(weights, t)
         dev_bleu = corpus_bleu_from_stats(self.references.stats(np.arange(len(onebest)), onebest))
-        window = [u for u in range(t - max(1, tuner.forest_iterations) + 1, t + 1) if u >= 0]
+        window = [u for u in range(t - self.tags.forest_iterations + 1, t + 1) if u >= 0]
         self._forests = {u: f for u, f in self._forests.items() if u in window}
         self._forests[t] = forests
         for u in window:
@@ -287,7 +293,29 @@ class TuningRun:
         edges = sum(f.n_edges for f in forests)
         self.history.append(IterationRecord(t, dev_bleu, data.bleu(w_next), edges, edges,
                                             round(time.perf_counter() - began, 3), [float(x) for x in weights]))
-        return w_next
+        return w_next, False
+
+    def _decode_and_accumulate(self, weights: np.ndarray, t: int) -> tuple[KBest, float, int]:
+        """Decode the dev set into a k-best list, accumulate it; the tuning data (the accumulated list, an
+        aggregated one for ``aggregate``), the dev BLEU of the 1-best and the number of new hypotheses."""
+        kbest, onebest = self.decoder.decode(weights, t)
+        kbest.set_stats(self.references.kbest_stats(kbest))
+        dev_stats = self.references.stats(np.arange(len(onebest)), onebest)
+        dev_bleu = corpus_bleu_from_stats(dev_stats)
+        if self.reset_after and t > 0 and t % self.reset_after == 0:
+            self._accumulated = None
+        new = _new_hypotheses(self._accumulated, kbest)
+        self._accumulated = self._accumulate(self._accumulated, kbest)
+        data = KBest.aggregate(self._accumulated) if isinstance(self._accumulated, list) else self._accumulated
+        return data, dev_bleu, new
+
+    def _record(self, t: int, weights: np.ndarray, w_next, data: KBest, dev_bleu: float, new: int,
+                began: float) -> tuple[np.ndarray, bool]:
+        """Record a k-best iteration; converged when decoding added no new hypothesis (after the first)."""
+        w_next = np.asarray(w_next, dtype=np.float64)
+        self.history.append(IterationRecord(t, dev_bleu, data.bleu(w_next), data.n_hypotheses, new,
+                                            round(time.perf_counter() - began, 3), [float(x) for x in weights]))
+        return w_next, t > 0 and new == 0
 
     def _accumulate(self, accumulated, kbest: KBest):
         if self.accumulate == "none" or accumulated is None:

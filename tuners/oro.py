@@ -185,11 +185,12 @@ class ORO(OnlineTuner):
             new = new * (radius / norm)
         return new, value
 
-    def fit(self, source: BatchSource, w0, state: dict | None = None) -> np.ndarray:
-        """One round over the dev set from ``w0``; ``state`` is the previous round's ``state_``."""
+    def fit(self, source: BatchSource, w0) -> np.ndarray:
+        """One round over the dev set from ``w0``, continuing the learning-rate schedule of
+        :attr:`start_state` (the previous round's ``state_``, see :meth:`warm_start`)."""
         self._check_params()
         w_round = self.check_start(source, w0)
-        step = int((state or {}).get("step", 0))
+        step = int((self.start_state or {}).get("step", 0))
         rng = np.random.default_rng(self.seed)
         order = rng.permutation(source.n_sentences)
         shard_batches = []

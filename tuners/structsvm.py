@@ -66,15 +66,17 @@ working set; the L2 variants keep every dual variable positive and cost more
 (1000 sentences x 100 hypotheses x 15 features: about 2 s for ``margin-l1``,
 10 s for ``margin-l2``).
 
-**Correct outputs (Psi of y_i).** ``fit(data, w0, reference)`` takes an
-optional KBest ``reference`` with one instance per dev sentence, holding at
-most one hypothesis: the forced-decoding derivation of the reference
-translation (the paper computes Psi of the reference by THOT's forced
-alignment, Sec. 3). Instance ``i`` of ``data`` (dev sentence
-``data.sentence_ids[i]``) uses that derivation's features when there is one;
-otherwise, and for every instance when ``reference`` is None, it uses the
-*oracle surrogate*: the instance's hypothesis with the highest sentence BLEU+1
-(first on ties), as oracle-based tuners do when the reference is unreachable.
+**Correct outputs (Psi of y_i).** ``fit(data, w0)`` takes a KBest, or a
+:class:`~tuners.base.KBestWithReference` whose KBest ``reference`` has one
+instance per dev sentence, holding at most one hypothesis: the
+forced-decoding derivation of the reference translation (the paper computes
+Psi of the reference by THOT's forced alignment, Sec. 3; the tuning loop
+force-decodes when the decoder can, as the class's ``needs_reference`` tag
+asks). Instance ``i`` of the k-best list (dev sentence ``sentence_ids[i]``)
+uses that derivation's features when there is one; otherwise, and for every
+instance when there is no ``reference``, it uses the *oracle surrogate*: the
+instance's hypothesis with the highest sentence BLEU+1 (first on ties), as
+oracle-based tuners do when the reference is unreachable.
 
 **Loss.** ``Delta_i(e) = max(0, B(y_i) - B(e))`` with ``B`` the sentence BLEU+1
 against the references. For a forced-decoded reference ``B(y_i) = 1`` (a
@@ -114,7 +116,7 @@ from minismt.kbest import KBest
 from minismt.kbest._kernels import model_scores
 from minismt.metrics import bleu_plus_one
 from tuners import _structsvm_kernels as kernels
-from tuners.base import Tuner, register
+from tuners.base import KBestWithReference, Tuner, TunerTags, register
 
 VARIANTS = ("margin-l1", "margin-l2", "slack-l1", "slack-l2")
 """Figure 1's four variants: SVM_1^{Delta m}, SVM_2^{Delta m}, SVM_1^{Delta s}, SVM_2^{Delta s}."""
@@ -379,8 +381,8 @@ class StructSVM(Tuner):
         scores poorly, and on Multi30k de-en's first 100-best lists they
         lowered the tuned BLEU (36.4 against 39.9 with oracles, margin-l1).
 
-    ``fit(data, w0, reference=None)``; see the module docstring for
-    ``reference``, the loss and the role of ``w0``. After ``fit``: ``weights_``,
+    ``fit(data, w0)`` with ``data`` a KBest or a :class:`~tuners.base.KBestWithReference`; see
+    the module docstring for ``reference``, the loss and the role of ``w0``. After ``fit``: ``weights_``,
     ``history_`` (one dict per pass: constraints added, working-set size, dual
     objective, sweeps and conjugate-gradient steps of its dual solves),
     ``n_iter_`` (passes), ``converged_`` (a pass added nothing and every dual
@@ -389,6 +391,8 @@ class StructSVM(Tuner):
     of eq. 9 over all hypotheses at the QP's solution) and ``n_reference_``
     (instances whose correct output came from ``reference``).
     """
+
+    tags = TunerTags(needs_reference=True)
 
     def __init__(self, C: float = 1.0, variant: str = "margin-l1", epsilon: float = 1e-3,
                  max_iter: int = 1000, bleu_options: dict | None = None, seed: int = 0,
@@ -417,7 +421,8 @@ class StructSVM(Tuner):
         if self.correct not in ("forced", "oracle"):
             raise InputError(f"structured SVM correct={self.correct!r}", expected="'forced' or 'oracle'")
 
-    def fit(self, data: KBest, w0, reference: KBest | None = None) -> np.ndarray:
+    def fit(self, data: KBest | KBestWithReference, w0) -> np.ndarray:
+        data, reference = (data.kbest, data.reference) if isinstance(data, KBestWithReference) else (data, None)
         w_start = self.check_data(data, w0)
         self._check_params()
         problem = StructSVMProblem(data, reference if self.correct == "forced" else None, self.variant,

@@ -17,7 +17,7 @@ from minismt.metrics import corpus_bleu_from_stats
 
 
 class ForestData:
-    """The tuning data of hypergraph tuners (``needs = "hypergraph"``): forests of the dev sentences.
+    """The tuning data of hypergraph tuners (``fits_on="forests"`` in their tags): forests of the dev sentences.
 
     ``forests``: :class:`~minismt.hypergraph.Hypergraph` objects sharing one
     feature space and vocabulary; ``sentence_ids`` int64[F]: the dev sentence

@@ -213,7 +213,7 @@ def nbest_tuners() -> list[str]:
     """Names of the registered tuners that tune on n-best lists."""
     from tuners import REGISTRY  # importing the package registers every tuner
 
-    return sorted(name for name, cls in REGISTRY.items() if cls.needs == "kbest")
+    return sorted(name for name, cls in REGISTRY.items() if cls.tags.fits_on == "kbest")
 
 
 # ---- init files ------------------------------------------------------------------------------
