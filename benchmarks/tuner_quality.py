@@ -117,8 +117,9 @@ def summarize(results: list[dict]) -> dict:
 def _test_bleu(model, weights, space, test_src, test_ref, stack: int, jobs: int) -> float:
     """Test-set BLEU (sacrebleu-equal, tokenised lowercased references) of the weights' 1-best."""
     from minismt.metrics import corpus_bleu
-    from minismt.parallel import DecodeJob, decode_corpus
-    job = DecodeJob(str(model), weights=space.weights_dict(np.array(weights)), stack_size=stack)
+    from minismt.decode import DecoderSettings
+    from minismt.parallel import DecodeJob, decode_corpus, named_weights
+    job = DecodeJob(str(model), DecoderSettings(stack_size=stack), *named_weights(space, np.array(weights)))
     output = [o.best for o in decode_corpus(job, test_src, jobs=jobs)]
     return round(100 * corpus_bleu(output, [[r] for r in test_ref]), 2)
 

@@ -15,6 +15,7 @@ import sys
 
 from corpora.cli import add_corpora_command
 from minismt import __version__
+from minismt.decode.settings import DecoderSettings
 from minismt.errors import InputError
 from minismt.io import check_readable_file, check_writable_dir, check_writable_file, read_lines, write_lines
 from minismt.manifest import load_manifest
@@ -176,9 +177,15 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _sparse_features(args) -> tuple[str, ...]:
-    from minismt.decode.sparse import parse_sparse_features
-    return parse_sparse_features(args.sparse_features)
+_SETTING_FLAGS = {"stack_size": "--stack", "beam_threshold": "--beam-threshold", "distortion_limit": "--distortion-limit",
+                  "kbest": "--kbest", "sparse_features": "--sparse-features", "jobs": "--jobs"}
+
+
+def _decoder_settings(args, **values):
+    """The command's :class:`~minismt.decode.DecoderSettings`; a bad value's error names its flag."""
+    from minismt.decode.settings import DecoderSettings
+    return DecoderSettings.from_options(_SETTING_FLAGS, stack_size=args.stack, sparse_features=args.sparse_features,
+                                        jobs=args.jobs, **values)
 
 
 _SPARSE_HELP = ("emit sparse features for large-scale tuning, comma-separated: rule-id (one indicator per "
@@ -188,54 +195,37 @@ _SPARSE_HELP = ("emit sparse features for large-scale tuning, comma-separated: r
 
 def _decode_command(args) -> int:
     from minismt.features import FeatureSpace, read_weights
-    from minismt.kbest import KBestBuilder
-    from minismt.parallel import DecodeJob, decode_corpus
+    from minismt.parallel import DecodeJob, decode_corpus, kbest_of, named_weights
     from plugins.moses.nbest import write_kbest_nbest
-    _at_least("--kbest", args.kbest, 0)
-    _at_least("--stack", args.stack, 1)
-    _at_least("--jobs", args.jobs, 1)
+    settings = _decoder_settings(args, kbest=args.kbest, distinct=not args.derivations,
+                                 beam_threshold=args.beam_threshold, distortion_limit=args.distortion_limit)
     if args.kbest and not args.kbest_out:
         raise InputError("--kbest needs --kbest-out FILE")
-    load_manifest(args.model)
+    manifest = load_manifest(args.model)
     sentences = read_lines(args.input)
-    sparse_features = _sparse_features(args)
-    weights = None
+    weights = dict(manifest["default_weights"])
     if args.weights:
-        weights = read_weights(args.weights)
-        _check_decode_weights(args.weights, weights, sparse_features)
+        given = read_weights(args.weights)
+        _check_decode_weights(args.weights, given, settings.sparse_features)
+        weights.update(given)
     check_writable_file(args.output, "--output")
     if args.kbest_out:
         check_writable_file(args.kbest_out, "--kbest-out")
     if args.hypergraph_dir:
         check_writable_dir(args.hypergraph_dir, "--hypergraph-dir")
-    job = DecodeJob(model_dir=args.model, weights=weights,
-                    stack_size=args.stack, beam_threshold=args.beam_threshold,
-                    distortion_limit=args.distortion_limit, kbest=args.kbest,
-                    distinct=not args.derivations, hypergraph_dir=args.hypergraph_dir,
-                    sparse_features=sparse_features)
+    space = FeatureSpace(manifest["features"])
+    w = space.weights(weights)  # the k-best list's space grows from this one: sparse names of the file first
+    job = DecodeJob(args.model, settings, *named_weights(space, w), hypergraph_dir=args.hypergraph_dir)
     if args.hypergraph_dir:
         os.makedirs(args.hypergraph_dir, exist_ok=True)
     executor = None
     if args.dask_scheduler:
         from distributed import Client  # 0.33 s, only with --dask-scheduler
         executor = Client(args.dask_scheduler).get_executor()
-    outputs = decode_corpus(job, sentences, executor=executor, jobs=args.jobs, progress=not args.quiet)
+    outputs = decode_corpus(job, sentences, executor=executor, jobs=settings.jobs, progress=not args.quiet)
     write_lines(args.output, [o.best for o in outputs])
     if args.kbest:
-        manifest = load_manifest(args.model)
-        space = FeatureSpace(manifest["features"])
-        builder = KBestBuilder(space)
-        for output in outputs:
-            sparse = output.kbest_sparse or [{}] * len(output.kbest)
-            for (text, _, features), extra in zip(output.kbest, sparse):
-                pairs = sorted((space.add(name), value) for name, value in extra.items())
-                builder.add(output.index, text, features[:space.n_dense], [i for i, _ in pairs],
-                            [v for _, v in pairs])
-        weights = dict(manifest["default_weights"], **(job.weights or {}))
-        kbest = builder.build(len(sentences))
-        if sparse_features:  # sparse weights of features no hypothesis has weigh nothing
-            weights = kbest.space.weights({n: v for n, v in weights.items() if n in kbest.space}, grow=False)
-        write_kbest_nbest(args.kbest_out, kbest, weights)
+        write_kbest_nbest(args.kbest_out, kbest_of([o.kbest for o in outputs], space), w)
     words = sum(len(s.split()) for s in sentences)
     print(f"decoded {len(sentences)} sentences ({words} words)", file=sys.stderr)
     return 0
@@ -274,40 +264,34 @@ def _add_decode(sub) -> None:
     p.add_argument("--output", required=True, metavar="FILE", help="1-best translations to write")
     p.add_argument("--weights", metavar="FILE",
                    help="weights file ('name value' lines); default: the model's untuned weights")
-    p.add_argument("--kbest", type=int, default=0, metavar="K", help="also write the K best translations")
+    p.add_argument("--kbest", type=int, default=DecoderSettings.kbest, metavar="K",
+                   help="also write the K best translations")
     p.add_argument("--kbest-out", metavar="FILE", help="where to write the k-best list (Moses n-best format)")
     p.add_argument("--derivations", action="store_true",
                    help="k-best derivations, which can repeat strings (default: distinct strings)")
     p.add_argument("--hypergraph-dir", metavar="DIR",
                    help="write each sentence's search graph as DIR/<i>.json.gz (cdec JSON)")
-    p.add_argument("--stack", type=int, default=200, metavar="N", help="stack size (default 200, as Moses)")
-    p.add_argument("--beam-threshold", type=float, default=1e-5, metavar="X",
-                   help="drop hypotheses worse than X times the best of their stack (default 1e-5)")
-    p.add_argument("--distortion-limit", type=int, default=None, metavar="N",
+    p.add_argument("--stack", type=int, default=DecoderSettings.stack_size, metavar="N",
+                   help=f"stack size (default {DecoderSettings.stack_size}, as Moses)")
+    p.add_argument("--beam-threshold", type=float, default=DecoderSettings.beam_threshold, metavar="X",
+                   help=f"drop hypotheses worse than X times the best of their stack "
+                        f"(default {DecoderSettings.beam_threshold:g}, as Moses)")
+    p.add_argument("--distortion-limit", type=int, default=DecoderSettings.distortion_limit, metavar="N",
                    help="maximum jump (default: the model's, 6)")
     p.add_argument("--sparse-features", default=None, metavar="LIST",
                    help=_SPARSE_HELP + ". Their weights come from --weights by name (weight 0 if not given)")
-    p.add_argument("--jobs", type=int, default=1, metavar="N", help="decoding processes (default 1)")
+    p.add_argument("--jobs", type=int, default=DecoderSettings.jobs, metavar="N",
+                   help=f"decoding processes (default {DecoderSettings.jobs})")
     p.add_argument("--dask-scheduler", metavar="ADDRESS",
                    help="decode on a Dask distributed cluster (e.g. tcp://host:8786) instead")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(run=_decode_command)
 
 
-def _tune_decoder(args, n_sentences: int, sources: list[str]):
-    """The dev decoder that ``--decoder`` names, configured from the command line."""
+def _program_decoder(args, sources: list[str]):
+    """The Moses or cdec dev decoder that ``--decoder`` names, configured from the command line."""
     from plugins.cdec.driver import CdecDevDecoder
     from plugins.moses.driver import MosesDevDecoder
-    from tuners.devdecoder import MinismtDevDecoder
-    if args.decoder == "minismt":
-        if not args.model:
-            raise InputError("--decoder minismt without --model", expected="--model MODEL (from 'minismt train')")
-        return MinismtDevDecoder(args.model, sources, kbest=args.kbest, jobs=args.jobs,
-                                 stack_size=args.stack, progress=not args.quiet,
-                                 sparse_features=_sparse_features(args))
-    if _sparse_features(args):
-        raise InputError(f"--sparse-features with --decoder {args.decoder}",
-                         expected="--decoder minismt (Moses and cdec configure their own sparse features)")
     if not args.decoder_cmd or not args.config:
         raise InputError(f"--decoder {args.decoder} without --decoder-cmd and --config",
                          expected=f"--decoder-cmd '{args.decoder} ...' --config FILE")
@@ -327,11 +311,10 @@ def _tune_command(args) -> int:
     from minismt.decode.sparse import family_of
     from minismt.features import read_weights
     from tuners.base import get_tuner, parse_tuner_params
-    from tuners.loop import TuningRun
+    from tuners.runs import minismt_tuning_run, tuning_run
     _at_least("--iterations", args.iterations, 1)
     _at_least("--kbest", args.kbest, 1)
-    _at_least("--stack", args.stack, 1)
-    _at_least("--jobs", args.jobs, 1)
+    settings = _decoder_settings(args, kbest=args.kbest)
     if args.reset_after is not None:
         _at_least("--reset-after", args.reset_after, 1)
     tuner_params = parse_tuner_params(args.tuner_param)
@@ -345,12 +328,21 @@ def _tune_command(args) -> int:
         if len(lines) != len(sources):
             raise InputError(f"{len(lines)} lines, but --dev-src has {len(sources)}", path,
                              expected="one reference line per dev sentence")
-    decoder = _tune_decoder(args, len(sources), sources)
-    run = TuningRun(decoder, list(zip(*ref_sets)), args.tuner, args.run_dir,
-                    accumulate=args.accumulate, reset_after=args.reset_after,
-                    max_iter=args.iterations, seed=args.seed, return_best=args.keep == "best",
-                    lowercase=args.lowercase, tuner_params=tuner_params,
-                    on_iteration=lambda line: print(line, flush=True))
+    options = dict(accumulate=args.accumulate, reset_after=args.reset_after, iterations=args.iterations,
+                   seed=args.seed, keep=args.keep, lowercase=args.lowercase, params=tuner_params,
+                   on_iteration=lambda line: print(line, flush=True))
+    references = list(zip(*ref_sets))
+    if args.decoder == "minismt":
+        if not args.model:
+            raise InputError("--decoder minismt without --model", expected="--model MODEL (from 'minismt train')")
+        run = minismt_tuning_run(args.model, sources, references, args.tuner, args.run_dir, settings,
+                                 progress=not args.quiet, **options)
+    elif settings.sparse_features:
+        raise InputError(f"--sparse-features with --decoder {args.decoder}",
+                         expected="--decoder minismt (Moses and cdec configure their own sparse features)")
+    else:
+        run = tuning_run(_program_decoder(args, sources), references, args.tuner, args.run_dir, **options)
+    decoder = run.decoder
     start = decoder.default_weights
     if args.init and args.decoder != "cdec":
         try:
@@ -428,10 +420,12 @@ def _add_tune(sub) -> None:
     p.add_argument("--keep", choices=["best", "last"], default="best",
                    help="return the best-dev-BLEU weights (default) or the last ones")
     p.add_argument("--lowercase", action="store_true", help="case-insensitive BLEU")
-    p.add_argument("--stack", type=int, default=200, metavar="N", help="decoder stack size (200)")
+    p.add_argument("--stack", type=int, default=DecoderSettings.stack_size, metavar="N",
+                   help=f"decoder stack size ({DecoderSettings.stack_size})")
     p.add_argument("--sparse-features", default=None, metavar="LIST",
                    help="--decoder minismt: " + _SPARSE_HELP + ". Their weights start at 0 (or from --init)")
-    p.add_argument("--jobs", type=int, default=1, metavar="N", help="decoding processes (1)")
+    p.add_argument("--jobs", type=int, default=DecoderSettings.jobs, metavar="N",
+                   help=f"decoding processes ({DecoderSettings.jobs})")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.set_defaults(run=_tune_command)
 

@@ -19,64 +19,173 @@ after the aligner's kernels) is imported by the process that decodes, when it fi
 
 from __future__ import annotations
 
+import hashlib
 import multiprocessing
 import os
 import signal
 from concurrent.futures import Executor, Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import TYPE_CHECKING, Mapping, Sequence
 
 import numpy as np
 
+from minismt.decode.settings import DecoderSettings
 from minismt.errors import InputError
+from minismt.features import FeatureSpace
 from minismt.progress import bar as progress_bar
 from minismt.progress import in_worker_process
 
-_DECODERS: dict = {}  # per-process cache: (model_dir, options) -> Decoder
+if TYPE_CHECKING:
+    from minismt.kbest import KBest
+
+_DECODERS: dict = {}  # per-process cache: DecodeJob.key() -> Decoder
 _MODELS: dict = {}    # per-process cache: model_dir -> PhraseModel (new weights do not reload it)
 
 
 @dataclass
 class DecodeJob:
-    """What every worker needs to rebuild the same decoder."""
+    """What every worker needs to rebuild the same decoder: the model, the settings and the weights.
+
+    ``weights`` is a float64 array over ``names`` (the dense weights, then the sparse ones), or None
+    for the model's own; a ``{name: value}`` mapping is turned into the two here, once, and
+    :func:`named_weights` gives them from an array over a feature space. Workers keep their
+    decoders by :meth:`key`, which holds a digest of the weights, not the weights.
+    """
 
     model_dir: str
-    weights: dict | None = None
-    stack_size: int = 200
-    beam_threshold: float = 1e-5
-    distortion_limit: int | None = None
-    kbest: int = 0
-    distinct: bool = True
+    settings: DecoderSettings = DecoderSettings()
+    weights: np.ndarray | None = None
+    names: tuple[str, ...] = ()
     hypergraph_dir: str | None = None
-    sparse_features: tuple[str, ...] = ()  # sparse feature families (minismt.decode.sparse), e.g. ("rule-id",)
     return_hypergraph: bool = False  # send each search graph back (Hypergraph.to_portable)
+    weights_digest: str = field(init=False, default="")
+
+    def __post_init__(self):
+        if isinstance(self.weights, Mapping):
+            self.names = tuple(self.weights)
+            values = list(self.weights.values())
+            try:
+                self.weights = np.array(values, dtype=np.float64)
+            except (TypeError, ValueError):
+                raise InputError(f"weights {values!r}", expected="numbers") from None
+        elif self.weights is not None:
+            self.weights = np.ascontiguousarray(self.weights, dtype=np.float64)
+            self.names = tuple(self.names)
+        digest = hashlib.blake2b(digest_size=16)
+        if self.weights is not None:
+            digest.update(self.weights.tobytes())
+            digest.update("\n".join(self.names).encode("utf-8"))
+        self.weights_digest = digest.hexdigest()
 
     def key(self) -> tuple:
-        weights = tuple(sorted((self.weights or {}).items()))
-        return (self.model_dir, weights, self.stack_size, self.beam_threshold, self.distortion_limit,
-                tuple(self.sparse_features))
+        return self.model_dir, self.settings.search_key(), self.weights_digest
+
+
+def named_weights(space: FeatureSpace, weights) -> tuple[np.ndarray, tuple[str, ...]]:
+    """A :class:`DecodeJob`'s ``(weights, names)`` of an array over ``space``: the dense weights and
+    the non-zero sparse ones (a zero weighs nothing, and a tuned space can hold many names)."""
+    weights = np.asarray(weights, dtype=np.float64)
+    n = space.n_dense
+    sparse = (np.flatnonzero(weights[n:len(space)]) + n).tolist()
+    return (np.concatenate([weights[:n], weights[sparse]]),
+            tuple(space.dense_names) + tuple(space.name(i) for i in sparse))
+
+
+@dataclass
+class KBestRows:
+    """One sentence's derivations as arrays, as a worker sends them back.
+
+    ``text`` uint8 (UTF-8 strings, concatenated) with ``text_offsets`` int64[k+1]; ``scores``
+    float64[k] the model scores under the job's weights (sparse ones included); ``features``
+    float64[k, 15] the dense features (order of ``minismt.decode.FEATURE_NAMES``); the sparse
+    ones as CSR ``indptr`` int64[k+1], ``indices`` int32 into ``names`` (this list's sparse names:
+    every worker numbers its features its own way), ``values`` float64, zeros left out.
+    """
+
+    text: np.ndarray
+    text_offsets: np.ndarray
+    scores: np.ndarray
+    features: np.ndarray
+    indptr: np.ndarray
+    indices: np.ndarray
+    values: np.ndarray
+    names: tuple[str, ...] = ()
+
+    def __len__(self) -> int:
+        return self.scores.shape[0]
+
+    def texts(self) -> list[str]:
+        data = self.text.tobytes()
+        return [data[lo:hi].decode("utf-8") for lo, hi in zip(self.text_offsets[:-1].tolist(),
+                                                                self.text_offsets[1:].tolist())]
+
+    @classmethod
+    def of(cls, texts: Sequence[str], scores, feat_offsets, feat_ids, feat_values, space) -> "KBestRows":
+        """The rows of derivations whose features are CSR over ``space`` (sorted ids): dense ids go to
+        ``features``, the others keep their order and are named in order of first use."""
+        k = len(texts)
+        n_dense = space.n_dense
+        rows = np.repeat(np.arange(k), np.diff(feat_offsets))
+        is_dense = feat_ids < n_dense
+        dense = np.zeros((k, n_dense))
+        dense[rows[is_dense], feat_ids[is_dense]] = feat_values[is_dense]
+        keep = ~is_dense & (feat_values != 0.0)
+        ids, rows = feat_ids[keep], rows[keep]
+        unique, first, inverse = np.unique(ids, return_index=True, return_inverse=True)
+        order = np.argsort(first, kind="stable")
+        rank = np.empty(order.shape[0], dtype=np.int32)
+        rank[order] = np.arange(order.shape[0], dtype=np.int32)
+        encoded = [text.encode("utf-8") for text in texts]
+        text_offsets = np.zeros(k + 1, dtype=np.int64)
+        np.cumsum([len(x) for x in encoded], out=text_offsets[1:])
+        return cls(np.frombuffer(b"".join(encoded), dtype=np.uint8), text_offsets,
+                   np.asarray(scores, dtype=np.float64), dense,
+                   np.concatenate([[0], np.cumsum(np.bincount(rows, minlength=k))]).astype(np.int64),
+                   rank[inverse.reshape(-1)], feat_values[keep],
+                   tuple(space.name(int(unique[j])) for j in order.tolist()))
 
 
 @dataclass
 class SentenceOutput:
     """The decoder's answer for one sentence: 1-best, its score and features, optional k-best.
 
-    ``features`` and the k-best entries' arrays are the dense features; with sparse features
-    (``DecodeJob.sparse_features``) ``sparse`` holds the 1-best's ``{name: value}`` and
-    ``kbest_sparse`` one such dict per k-best entry (names, since every worker numbers them
-    its own way); scores include the sparse features' contribution.
+    ``features`` are the 1-best's dense features and ``sparse`` its sparse ones ``{name: value}``
+    (empty unless ``settings.sparse_features``); ``kbest`` the k-best list (``settings.kbest``);
+    scores include the sparse features' contribution.
     """
 
     index: int
     best: str
     score: float
     features: np.ndarray
-    kbest: list[tuple[str, float, np.ndarray]] = field(default_factory=list)
+    kbest: KBestRows | None = None
     n_nodes: int = 0
     n_edges: int = 0
     sparse: dict = field(default_factory=dict)
-    kbest_sparse: list[dict] = field(default_factory=list)
     hypergraph: dict | None = None  # with DecodeJob.return_hypergraph: Hypergraph.to_portable()
+
+
+def kbest_of(lists: Sequence[KBestRows | None], space: FeatureSpace, sentence_ids=None) -> "KBest":
+    """One :class:`~minismt.kbest.KBest` of per-sentence lists (None: an empty instance) over ``space``,
+    whose sparse names it adds: the arrays concatenated, sparse indices renamed and sorted within
+    each row, the dense block as it is (columns in ``space``'s dense order). No BLEU statistics."""
+    from minismt.kbest import KBest
+    empty = KBestRows(np.zeros(0, np.uint8), np.zeros(1, np.int64), np.zeros(0), np.zeros((0, space.n_dense)),
+                      np.zeros(1, np.int64), np.zeros(0, np.int32), np.zeros(0))
+    lists = [empty if rows is None else rows for rows in lists]
+    counts = np.array([len(rows) for rows in lists], dtype=np.int64)
+    text_base = np.cumsum([0] + [rows.text.shape[0] for rows in lists])
+    text_offsets = np.concatenate([[0]] + [rows.text_offsets[1:] + base for rows, base in zip(lists, text_base)])
+    nnz = np.concatenate([np.zeros(1, np.int64)] + [np.diff(rows.indptr) for rows in lists])
+    indices = np.concatenate([np.zeros(0, np.int32)] + [
+        np.array([space.add(name) for name in rows.names], dtype=np.int32)[rows.indices]
+        for rows in lists if rows.names])
+    values = np.concatenate([np.zeros(0)] + [rows.values for rows in lists])
+    order = np.lexsort((indices, np.repeat(np.arange(nnz.shape[0] - 1), nnz[1:])))
+    return KBest(space, np.concatenate([[0], np.cumsum(counts)]),
+                 np.concatenate([rows.features for rows in lists] or [np.zeros((0, space.n_dense))]),
+                 np.concatenate([np.zeros(0, np.uint8)] + [rows.text for rows in lists]), text_offsets,
+                 np.cumsum(nnz), indices[order], values[order], None, sentence_ids)
 
 
 def _exit_on_sigterm(signum, frame):
@@ -147,42 +256,38 @@ def stop_pool(pool: ProcessPoolExecutor, grace: float = 2.0) -> None:
 
 
 def _decoder(job: DecodeJob):
-    decoder = _DECODERS.get(job.key())
+    key = job.key()
+    decoder = _DECODERS.get(key)
     if decoder is None:
         from minismt.decode import Decoder, PhraseModel
         model = _MODELS.get(job.model_dir)
         if model is None:
             _MODELS.clear()
             model = _MODELS[job.model_dir] = PhraseModel.load(job.model_dir)
-        decoder = Decoder(model, weights=job.weights, stack_size=job.stack_size,
-                          beam_threshold=job.beam_threshold, distortion_limit=job.distortion_limit,
-                          sparse_features=job.sparse_features)
+        settings = job.settings
+        decoder = Decoder(model, weights=job.weights, names=job.names or None, stack_size=settings.stack_size,
+                          beam_threshold=settings.beam_threshold, distortion_limit=settings.distortion_limit,
+                          sparse_features=settings.sparse_features)
         if len(_DECODERS) >= 8:
             _DECODERS.pop(next(iter(_DECODERS)))
-        _DECODERS[job.key()] = decoder
+        _DECODERS[key] = decoder
     return decoder
 
 
 def decode_chunk(job: DecodeJob, indices: Sequence[int], sentences: Sequence[str]) -> list[SentenceOutput]:
     """Decode some sentences in this process (the unit of work sent to an executor)."""
     decoder = _decoder(job)
+    k, distinct = job.settings.kbest, job.settings.distinct
     outputs = []
     for index, sentence in zip(indices, sentences):
         result = decoder.decode(sentence)
         output = SentenceOutput(index, result.best, float(result.score), _dense(result.features),
                                 n_nodes=result.hypergraph.n_nodes, n_edges=result.hypergraph.n_edges,
                                 sparse=dict(result.sparse))
-        if job.kbest > 0 and decoder.sparse_features:
-            found = result.hypergraph.kbest(job.kbest, decoder.full_weights(), distinct=job.distinct)
-            dense, sparse = _split_features(found, decoder.space)
-            output.kbest = [(text, float(score), dense[k])
-                            for k, (text, score) in enumerate(zip(found.texts, found.scores))]
-            output.kbest_sparse = sparse
-        elif job.kbest > 0:
-            found = result.hypergraph.kbest(job.kbest, decoder.weights, distinct=job.distinct)
-            dense = found.dense_features()
-            output.kbest = [(text, float(score), dense[k])
-                            for k, (text, score) in enumerate(zip(found.texts, found.scores))]
+        if k > 0:  # the space grows as sentences are decoded: the weights over it as it is now
+            found = result.hypergraph.kbest(k, decoder.full_weights(), distinct=distinct)
+            output.kbest = KBestRows.of(found.texts, found.scores, found.feat_offsets, found.feat_ids,
+                                        found.feat_values, decoder.space)
         if job.return_hypergraph:
             output.hypergraph = result.hypergraph.to_portable()
         if job.hypergraph_dir is not None:
@@ -192,52 +297,35 @@ def decode_chunk(job: DecodeJob, indices: Sequence[int], sentences: Sequence[str
     return outputs
 
 
-def _split_features(found, space) -> tuple[np.ndarray, list[dict]]:
-    """The dense rows (``float64[N, n_dense]``) and sparse ``{name: value}`` dicts of a k-best list."""
-    n_dense = space.n_dense
-    dense = np.zeros((len(found), n_dense))
-    sparse = []
-    for k in range(len(found)):
-        lo, hi = found.feat_offsets[k], found.feat_offsets[k + 1]
-        ids, values = found.feat_ids[lo:hi], found.feat_values[lo:hi]
-        is_dense = ids < n_dense
-        dense[k, ids[is_dense]] = values[is_dense]
-        sparse.append({space.name(int(i)): float(v) for i, v in zip(ids[~is_dense], values[~is_dense])})
-    return dense, sparse
-
-
 def force_chunk(job: DecodeJob, indices: Sequence[int], sentences: Sequence[str],
-                references: Sequence[str]) -> list[tuple[int, np.ndarray | None, dict]]:
-    """Forced decoding of some sentences into their references (the unit sent to an executor):
-    ``(index, dense features of the best derivation, its sparse features {name: value})``, or
-    ``(index, None, {})`` where the reference is not reachable within the search's pruning."""
+                references: Sequence[str]) -> list[KBestRows | None]:
+    """Forced decoding of some sentences into their references (the unit sent to an executor): per
+    sentence one row, the reference with its best derivation's score and features, or None where the
+    reference is not reachable within the search's pruning."""
     decoder = _decoder(job)
     outputs = []
-    for index, sentence, reference in zip(indices, sentences, references):
+    for sentence, reference in zip(sentences, references):
         result = decoder.force(sentence, reference)
         if result is None:
-            outputs.append((index, None, {}))
-        else:
-            outputs.append((index, _dense(result.features), dict(result.sparse)))
+            outputs.append(None)
+            continue
+        space = FeatureSpace(decoder.space.dense_names, result.sparse)
+        ids = np.arange(len(space), dtype=np.int32)
+        values = np.concatenate([result.features, np.fromiter(result.sparse.values(), float, len(result.sparse))])
+        outputs.append(KBestRows.of([reference], [result.score], np.array([0, len(space)]), ids, values, space))
     return outputs
 
 
 def force_corpus(job: DecodeJob, sentences: Sequence[str], references: Sequence[str],
-                 executor: Executor | None = None, jobs: int = 1,
-                 chunk_size: int = 16, sparse: bool = False) -> list:
-    """:func:`force_chunk` over a corpus, in order, on the executor (or ``jobs`` local processes):
-    the dense features of each sentence's forced derivation (None if unreachable), or with
-    ``sparse`` the pair ``(dense, {sparse name: value})`` (None if unreachable)."""
+                 executor: Executor | None = None, jobs: int = 1, chunk_size: int = 16) -> list[KBestRows | None]:
+    """:func:`force_chunk` over a corpus, in order, on the executor (or ``jobs`` local processes)."""
     if len(references) != len(sentences):
         raise InputError(f"{len(references)} references for {len(sentences)} sentences",
                          expected="one reference per sentence")
     chunks = [list(range(start, min(start + chunk_size, len(sentences))))
               for start in range(0, len(sentences), chunk_size)]
     args = [(job, c, [sentences[i] for i in c], [references[i] for i in c]) for c in chunks]
-    parts = _map_chunks(force_chunk, args, executor, jobs)
-    if sparse:
-        return [None if dense is None else (dense, features) for part in parts for _, dense, features in part]
-    return [dense for part in parts for _, dense, _ in part]
+    return [rows for part in _map_chunks(force_chunk, args, executor, jobs) for rows in part]
 
 
 def _map_chunks(function, args: list[tuple], executor: Executor | None, jobs: int, bar=None) -> list:

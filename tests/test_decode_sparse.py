@@ -18,7 +18,7 @@ import pytest
 from conftest import synthetic_system
 from minismt.cli import main
 from minismt.corpus import Vocabulary
-from minismt.decode import FEATURE_NAMES, Decoder, PhraseModel
+from minismt.decode import FEATURE_NAMES, Decoder, DecoderSettings, PhraseModel
 from minismt.decode.sparse import (escape_word, family_of, parse_name, parse_sparse_features, rule_id_name,
                                    unescape_word, word_pair_name)
 from minismt.errors import InputError
@@ -28,7 +28,7 @@ from minismt.hypergraph import read_cdec_json, write_cdec_json
 from minismt.io import read_lines
 from minismt.kbest import KBestBuilder
 from minismt.lm import LanguageModel, estimate_kn
-from minismt.parallel import DecodeJob, decode_corpus
+from minismt.parallel import DecodeJob, decode_corpus, kbest_of
 from minismt.manifest import load_manifest
 from plugins.moses.nbest import read_nbest, split_indexed_name, write_kbest_nbest
 
@@ -92,6 +92,12 @@ def expected_sparse(table: PhraseTable, row: int) -> dict[str, float]:
         name = word_pair_name(source[s], target[t])
         out[name] = out.get(name, 0.0) + 1.0
     return out
+
+
+def sparse_lists(rows) -> list[dict]:
+    """``{name: value}`` of every hypothesis of a worker's k-best rows (:class:`minismt.parallel.KBestRows`)."""
+    return [{rows.names[i]: v for i, v in zip(rows.indices[lo:hi].tolist(), rows.values[lo:hi].tolist())}
+            for lo, hi in zip(rows.indptr[:-1], rows.indptr[1:])]
 
 
 def sparse_part(features: dict) -> dict:
@@ -316,17 +322,17 @@ def test_parallel_outputs_and_dev_decoder_carry_sparse_features(system):
         for name in sparse_part(kbest.feature_dict(int(kbest.offsets[i]))):
             weights[dev.space.index(name)] = -3.0
     outputs = decode_corpus(dev._job(weights), sources, chunk_size=3)
-    assert all(len(o.kbest_sparse) == len(o.kbest) for o in outputs)
-    tuned = dev._kbest(outputs)
-    np.testing.assert_allclose(tuned.scores(weights), [s for o in outputs for _, s, _ in o.kbest], atol=1e-9)
+    assert all(o.kbest.indptr.shape == (len(o.kbest) + 1,) for o in outputs)
+    tuned = kbest_of([o.kbest for o in outputs], dev.space)
+    np.testing.assert_allclose(tuned.scores(weights), [s for o in outputs for s in o.kbest.scores], atol=1e-9)
     assert sum(o.best != b for o, b in zip(outputs, best)) >= len(sources) // 2
     for o in outputs:
         row = int(tuned.offsets[o.index])
         assert tuned.hypothesis(row) == o.best and sparse_part(tuned.feature_dict(row)) == o.sparse
     # other processes name the features the same way
     pooled = decode_corpus(dev._job(weights), sources, jobs=2, chunk_size=3)
-    assert [(o.best, o.score, o.sparse, o.kbest_sparse) for o in pooled] == \
-        [(o.best, o.score, o.sparse, o.kbest_sparse) for o in outputs]
+    assert [(o.best, o.score, o.sparse, sparse_lists(o.kbest)) for o in pooled] == \
+        [(o.best, o.score, o.sparse, sparse_lists(o.kbest)) for o in outputs]
     # forests read back into the dev decoder's space
     graphs, onebest = dev.decode_hypergraphs(weights, 1)
     assert onebest == [o.best for o in outputs]
@@ -343,11 +349,11 @@ def test_parallel_outputs_and_dev_decoder_carry_sparse_features(system):
 
 def test_decode_job_without_sparse_features_is_unchanged(system):
     _, model_dir, _, test = system
-    job = DecodeJob(model_dir, stack_size=30, kbest=5)
-    assert job.sparse_features == ()
+    job = DecodeJob(model_dir, DecoderSettings(stack_size=30, kbest=5))
+    assert job.settings.sparse_features == ()
     outputs = decode_corpus(job, test[:4])
-    assert all(o.sparse == {} and o.kbest_sparse == [] for o in outputs)
-    assert all(o.kbest[0][2].shape == (len(FEATURE_NAMES),) for o in outputs)
+    assert all(o.sparse == {} and sparse_lists(o.kbest) == [{}] * len(o.kbest) for o in outputs)
+    assert all(o.kbest.features[0].shape == (len(FEATURE_NAMES),) for o in outputs)
 
 
 def test_cli_decode_with_sparse_features(system, tmp_path):

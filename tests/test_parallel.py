@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from conftest import synthetic_system
+from minismt.decode import DecoderSettings
 from minismt.parallel import DecodeJob, decode_corpus
 
 
@@ -18,13 +19,13 @@ def model_and_sentences(tmp_path_factory):
 
 
 def outputs_key(outputs):
-    return [(o.index, o.best, o.score, o.features.tolist(), [(t, s) for t, s, _ in o.kbest])
+    return [(o.index, o.best, o.score, o.features.tolist(), list(zip(o.kbest.texts(), o.kbest.scores.tolist())))
             for o in outputs]
 
 
 def test_process_pool_and_dask_cluster_equal_one_process(model_and_sentences):
     model, sentences = model_and_sentences
-    job = DecodeJob(model, stack_size=30, kbest=5)
+    job = DecodeJob(model, DecoderSettings(stack_size=30, kbest=5))
     serial = decode_corpus(job, sentences, chunk_size=4)
     assert [o.index for o in serial] == list(range(len(sentences)))
     assert serial[-2].best == ""

@@ -19,9 +19,11 @@ from minismt.errors import InputError
 from minismt.features import FeatureSpace
 from minismt.hypergraph import Hypergraph
 from minismt.io import atomic_write, file_sha256, json_sha256, lines_sha256, write_lines
-from minismt.kbest import KBest, KBestBuilder
+from minismt.kbest import KBest
 from minismt.manifest import load_manifest
-from minismt.parallel import DecodeJob, decode_corpus, decode_requests, force_corpus, process_pool, stop_pool
+from minismt.decode.settings import DecoderSettings
+from minismt.parallel import (DecodeJob, decode_corpus, decode_requests, force_corpus, kbest_of, named_weights,
+                             process_pool, stop_pool)
 
 
 class DevDecoder(ABC):
@@ -70,8 +72,9 @@ class DevDecoder(ABC):
 class MinismtDevDecoder(DevDecoder):
     """Decodes the dev sentences with a trained model, returning distinct k-best lists.
 
-    ``kbest`` is Moses' tuning default (100 distinct strings); decoding runs
-    in ``jobs`` local processes or on ``executor`` (e.g. a Dask client's).
+    ``settings`` (:class:`~minismt.decode.DecoderSettings`; by default Moses' tuning lists, 100
+    distinct strings) with ``options`` (its fields by name, e.g. ``stack_size=100``) put in.
+    Decoding runs in ``settings.jobs`` local processes or on ``executor`` (e.g. a Dask client's).
     ``sparse_features`` (e.g. ``("rule-id", "word-pair")``, see :mod:`minismt.decode.sparse`)
     makes the decoder emit sparse features: k-best lists, forests and forced derivations
     carry them, and :attr:`space` grows by their names as they are met.
@@ -79,26 +82,22 @@ class MinismtDevDecoder(DevDecoder):
 
     outputs_forests = forces = decodes_batches = True
 
-    def __init__(self, model_dir: str, sentences: Sequence[str], kbest: int = 100, jobs: int = 1,
-                 executor: Executor | None = None, stack_size: int = 200,
-                 distortion_limit: int | None = None, progress: bool = False, sparse_features=()):
-        # minismt's decoder (0.05 s after this module) when one is made: the Moses and cdec drivers
-        # import this module for ProgramDevDecoder and never decode with it
-        from minismt.decode.sparse import parse_sparse_features
-        self.sparse_features = parse_sparse_features(sparse_features)
+    def __init__(self, model_dir: str, sentences: Sequence[str], settings: DecoderSettings | None = None,
+                 executor: Executor | None = None, progress: bool = False, **options):
+        self.settings = replace(settings or DecoderSettings(kbest=100), distinct=True, **options)
         manifest = load_manifest(model_dir)
         self.model_dir = model_dir
         self.sentences = list(sentences)
         self.space = FeatureSpace(manifest["features"])
         self.default_weights = self.space.weights(manifest["default_weights"], grow=False)
-        self.kbest = kbest
-        self.jobs = jobs
         self.executor = executor
-        self.stack_size = stack_size
-        self.distortion_limit = distortion_limit
         self.progress = progress
         self._pool: ProcessPoolExecutor | None = None
         self.vocab = Vocabulary()  # shared by every iteration's forests (hypergraph tuners)
+
+    @property
+    def sparse_features(self) -> tuple[str, ...]:
+        return self.settings.sparse_features
 
     def identity(self) -> dict:
         """What decides this decoder's output besides the weights (a tuning run's ``run.json``): the model
@@ -106,20 +105,20 @@ class MinismtDevDecoder(DevDecoder):
         manifest = load_manifest(self.model_dir)
         model = {"features": manifest["features"], "lm_order": manifest.get("lm_order"),
                  "steps": {name: step.get("key") for name, step in manifest.get("steps", {}).items()}}
+        s = self.settings
         return {"decoder": "minismt", "model": json_sha256(model), "dev_source": lines_sha256(self.sentences),
-                "kbest": self.kbest, "stack_size": self.stack_size, "distortion_limit": self.distortion_limit,
-                "sparse_features": list(self.sparse_features)}
+                "kbest": s.kbest, "stack_size": s.stack_size, "distortion_limit": s.distortion_limit,
+                "sparse_features": list(s.sparse_features)}
 
-    def _job(self, weights: np.ndarray) -> DecodeJob:
-        return DecodeJob(self.model_dir, weights=self.space.weights_dict(weights),
-                         stack_size=self.stack_size, distortion_limit=self.distortion_limit,
-                         kbest=self.kbest, distinct=True, sparse_features=self.sparse_features)
+    def _job(self, weights: np.ndarray, settings: DecoderSettings | None = None, **fields) -> DecodeJob:
+        w, names = named_weights(self.space, weights)
+        return DecodeJob(self.model_dir, settings or self.settings, w, names, **fields)
 
     def _executor(self) -> Executor | None:
         """The caller's executor, or a process pool kept for the decoder's lifetime (workers load
         the model once, not once per decode)."""
-        if self.executor is None and self.jobs > 1 and self._pool is None:
-            self._pool = process_pool(self.jobs)
+        if self.executor is None and self.settings.jobs > 1 and self._pool is None:
+            self._pool = process_pool(self.settings.jobs)
         return self.executor if self.executor is not None else self._pool
 
     def close(self) -> None:
@@ -129,34 +128,18 @@ class MinismtDevDecoder(DevDecoder):
             stop_pool(self._pool)
             self._pool = None
 
-    def _sparse_arrays(self, sparse: dict) -> tuple[list[int], list[float]]:
-        """Sorted ``(indices, values)`` of ``{name: value}`` in :attr:`space` (new names are added)."""
-        pairs = sorted((self.space.add(name), value) for name, value in sparse.items() if value != 0.0)
-        return [i for i, _ in pairs], [v for _, v in pairs]
-
-    def _kbest(self, outputs, sentence_ids=None) -> KBest:
-        builder = KBestBuilder(self.space)
-        for local, output in enumerate(outputs):
-            sparse = output.kbest_sparse or [{}] * len(output.kbest)
-            for (text, _, features), extra in zip(output.kbest, sparse):
-                builder.add(local, text, features[: self.space.n_dense], *self._sparse_arrays(extra))
-        kbest = builder.build(len(outputs))
-        if sentence_ids is not None:
-            kbest.sentence_ids[:] = sentence_ids
-        return kbest
-
     def decode(self, weights: np.ndarray, iteration: int) -> tuple[KBest, list[str]]:
         outputs = decode_corpus(self._job(weights), self.sentences, executor=self._executor(),
-                                jobs=self.jobs, progress=self.progress)
-        kbest = self._kbest(outputs)
+                                jobs=self.settings.jobs, progress=self.progress)
+        kbest = kbest_of([o.kbest for o in outputs], self.space)
         kbest.iterations[:] = iteration
         return kbest, [o.best for o in outputs]
 
     def decode_hypergraphs(self, weights: np.ndarray, iteration: int) -> tuple[list, list[str]]:
         """The search graph of every dev sentence under ``weights`` (hypergraph tuners) and the 1-best,
         over this decoder's feature space and one vocabulary shared by every iteration's forests."""
-        job = replace(self._job(weights), kbest=0, return_hypergraph=True)
-        outputs = decode_corpus(job, self.sentences, executor=self._executor(), jobs=self.jobs,
+        job = self._job(weights, replace(self.settings, kbest=0), return_hypergraph=True)
+        outputs = decode_corpus(job, self.sentences, executor=self._executor(), jobs=self.settings.jobs,
                                 progress=self.progress)
         graphs = [Hypergraph.from_portable(o.hypergraph, self.space, self.vocab) for o in outputs]
         return graphs, [o.best for o in outputs]
@@ -166,13 +149,8 @@ class MinismtDevDecoder(DevDecoder):
         per sentence holding the best reference derivation's features, empty when the reference
         cannot be reached (structured SVMs use these as the reference's feature vector)."""
         found = force_corpus(self._job(weights), self.sentences, list(references),
-                             executor=self._executor(), jobs=self.jobs, sparse=True)
-        builder = KBestBuilder(self.space)
-        for index, (reference, features) in enumerate(zip(references, found)):
-            if features is not None:
-                dense, sparse = features
-                builder.add(index, reference, dense[: self.space.n_dense], *self._sparse_arrays(sparse))
-        kbest = builder.build(len(self.sentences))
+                             executor=self._executor(), jobs=self.settings.jobs)
+        kbest = kbest_of(found, self.space)
         kbest.iterations[:] = iteration
         return kbest
 
@@ -181,10 +159,10 @@ class MinismtDevDecoder(DevDecoder):
         """The k-best lists of some dev sentences under per-request weights (online tuners):
         one KBest per ``(weights, sentence indices)`` request, its ``sentence_ids`` the indices."""
         outputs = decode_requests([(self._job(w), list(indices)) for w, indices in requests],
-                                  self.sentences, executor=self._executor(), jobs=self.jobs)
+                                  self.sentences, executor=self._executor(), jobs=self.settings.jobs)
         lists = []
         for (_, indices), answer in zip(requests, outputs):
-            kbest = self._kbest(answer, np.asarray(list(indices), dtype=np.int64))
+            kbest = kbest_of([o.kbest for o in answer], self.space, np.asarray(list(indices), dtype=np.int64))
             kbest.iterations[:] = iteration
             lists.append(kbest)
         return lists

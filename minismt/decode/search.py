@@ -57,8 +57,9 @@ import numpy as np
 from minismt.errors import InputError
 from minismt.decode import _kernels
 from minismt.decode.model import FEATURE_NAMES, PhraseModel
+from minismt.decode.settings import DecoderSettings, check_integer
 from minismt.decode.options import LM_COL, ROLE_COLS, collect_options, reference_filter
-from minismt.decode.sparse import SparseFeatureTable, parse_sparse_features, split_weights
+from minismt.decode.sparse import SparseFeatureTable, split_weights
 from minismt.hypergraph import Hypergraph
 
 MAX_SENTENCE_LENGTH = 256  # coverage bitsets of four 64-bit words
@@ -110,16 +111,15 @@ class Decoder:
     Parameters
     ----------
     model : PhraseModel or a model directory
-    weights : ``{name: value}`` replacing some of the model's weights, or 15 numbers; the mapping
-        may also weight sparse features of the enabled families (others weigh 0)
-    stack_size : histogram pruning (Moses ``-s``, 200)
-    beam_threshold : threshold pruning (Moses ``-b``, 1e-5); 0 switches it off
-    distortion_limit : Moses ``distortion-limit``; None takes the model's, negative means none
+    weights : ``{name: value}`` replacing some of the model's weights, 15 numbers, or with ``names``
+        one number per name (a float64 array over a feature space, as worker processes get them);
+        names may also weight sparse features of the enabled families (others weigh 0)
+    stack_size, beam_threshold, distortion_limit, sparse_features : as :class:`DecoderSettings`
+        (Moses ``-s`` 200, ``-b`` 1e-5, the model's distortion limit, none), checked there
     max_phrase_length : longest source phrase used; None takes the table's
     table_limit : options kept per source span by future score (Moses ``table-limit``, 20; 0: all)
     score_end_orientation : also score the last phrase's forward orientation against the end
-    sparse_features : sparse feature families to emit (:data:`~minismt.decode.sparse.SPARSE_FEATURES`:
-        ``"rule-id"``, ``"word-pair"``; a tuple or a comma-separated string; default none)
+    names : the feature names of an array of ``weights``
 
     ``weights`` holds the 15 dense weights and ``sparse_weights`` the sparse ones by name;
     ``space`` is the hypergraphs' feature space: the model's 15 names, and with sparse
@@ -132,15 +132,17 @@ class Decoder:
     grown by every pass-through word met so far (ids never change, so older graphs stay valid).
     """
 
-    def __init__(self, model: PhraseModel | str, weights=None, stack_size: int = 200,
-                 beam_threshold: float = 1e-5, distortion_limit: int | None = None,
+    def __init__(self, model: PhraseModel | str, weights=None, stack_size: int = DecoderSettings.stack_size,
+                 beam_threshold: float = DecoderSettings.beam_threshold, distortion_limit: int | None = None,
                  max_phrase_length: int | None = None, table_limit: int = 20,
-                 score_end_orientation: bool = False, sparse_features=None):
+                 score_end_orientation: bool = False, sparse_features=None, names=None):
         if not isinstance(model, PhraseModel):
             model = PhraseModel.load(model)
         self.model = model
-        self.sparse_features = parse_sparse_features(sparse_features)
-        weights, sparse_weights = split_weights(weights, self.sparse_features, FEATURE_NAMES)
+        settings = DecoderSettings(stack_size=stack_size, beam_threshold=beam_threshold,
+                                   distortion_limit=distortion_limit, sparse_features=sparse_features)
+        self.sparse_features = settings.sparse_features
+        weights, sparse_weights = split_weights(weights, self.sparse_features, FEATURE_NAMES, names)
         self.weights = model.weight_vector(weights)
         self.sparse_weights = {name: value for name, value in sparse_weights.items() if value != 0.0}
         if self.sparse_features:
@@ -151,21 +153,13 @@ class Decoder:
             self._sparse = None
             self.space = model.space
             self._sparse_w = None
-        self.stack_size = _positive(stack_size, "stack_size")
-        try:
-            beam_threshold = float(beam_threshold)
-        except (TypeError, ValueError):
-            raise InputError(f"beam_threshold {beam_threshold!r}", expected="a number in [0, 1]") from None
-        if not 0.0 <= beam_threshold <= 1.0:
-            raise InputError(f"beam_threshold {beam_threshold}", expected="a number in [0, 1]")
-        self.beam_threshold = beam_threshold
-        self.distortion_limit = (model.distortion_limit if distortion_limit is None
-                                 else _integer(distortion_limit, "distortion_limit"))
+        self.stack_size = settings.stack_size
+        self.beam_threshold = settings.beam_threshold
+        self.distortion_limit = (model.distortion_limit if settings.distortion_limit is None
+                                 else settings.distortion_limit)
         self.max_phrase_length = (model.max_phrase_length if max_phrase_length is None
-                                  else _positive(max_phrase_length, "max_phrase_length"))
-        self.table_limit = _integer(table_limit, "table_limit")
-        if self.table_limit < 0:
-            raise InputError(f"table_limit {table_limit}", expected="an integer >= 0")
+                                  else check_integer(max_phrase_length, "max_phrase_length", 1))
+        self.table_limit = check_integer(table_limit, "table_limit", 0)
         self.score_end_orientation = bool(score_end_orientation)
         self.vocab = model.target_vocabulary()
         self._vocab_lock = threading.Lock()
@@ -325,15 +319,3 @@ class Decoder:
             timings={"options": t_options - clock, "search": t_search - t_options, "hypergraph": t_emit - t_search,
                      "total": t_emit - clock})
 
-
-def _integer(value, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise InputError(f"{name} {value!r}", expected="an integer")
-    return int(value)
-
-
-def _positive(value, name: str) -> int:
-    value = _integer(value, name)
-    if value < 1:
-        raise InputError(f"{name} {value}", expected="an integer >= 1")
-    return value

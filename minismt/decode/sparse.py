@@ -40,41 +40,14 @@ from typing import Iterable, Mapping, Sequence
 import numpy as np
 
 from minismt.decode.model import FEATURE_NAMES
+from minismt.decode.settings import SPARSE_FEATURES, parse_sparse_features  # noqa: F401  (their home before settings)
 from minismt.errors import InputError
 from minismt.features import FeatureSpace
-
-SPARSE_FEATURES = ("rule-id", "word-pair")
-"""The sparse feature families, in their canonical order."""
 
 LABELS = {"rule-id": "RuleId", "word-pair": "WordPair"}
 _FAMILY_OF_LABEL = {label: family for family, label in LABELS.items()}
 
 _SPECIAL = set("%_,~=#|:")
-
-
-def parse_sparse_features(value) -> tuple[str, ...]:
-    """The canonical tuple of sparse feature families of ``value``.
-
-    ``value`` is None, a comma-separated string (``"rule-id,word-pair"``; ``""`` and
-    ``"none"`` mean none) or a sequence of family names. Unknown names are an
-    :class:`InputError`; repeats are dropped and the order is :data:`SPARSE_FEATURES`'.
-    """
-    if value is None:
-        return ()
-    if isinstance(value, str):
-        items = [item.strip() for item in value.split(",") if item.strip()]
-        if items == ["none"]:
-            items = []
-    else:
-        try:
-            items = list(value)
-        except TypeError:
-            raise InputError(f"sparse features {value!r}",
-                             expected="names among " + ", ".join(SPARSE_FEATURES)) from None
-    for item in items:
-        if item not in SPARSE_FEATURES:
-            raise InputError(f"unknown sparse feature {item!r}", expected="names among " + ", ".join(SPARSE_FEATURES))
-    return tuple(family for family in SPARSE_FEATURES if family in items)
 
 
 def escape_word(word: str) -> str:
@@ -140,13 +113,28 @@ def parse_name(name: str) -> tuple[str, list[str], list[str]] | None:
     return family, [unescape_word(source)], [unescape_word(target)]
 
 
-def split_weights(weights, families: Iterable[str], dense_names: Sequence[str]):
+def split_weights(weights, families: Iterable[str], dense_names: Sequence[str], names: Sequence[str] | None = None):
     """``(dense weights, {sparse name: weight})`` of a decoder's ``weights`` argument.
 
-    Only a ``{name: value}`` mapping can hold sparse weights; a name of an enabled family goes
-    to the sparse part, any other name stays with the dense ones (the model checks them). A
-    sparse name of a family that is not enabled is an :class:`InputError`.
+    Only a ``{name: value}`` mapping, or an array of one weight per name of ``names``, can hold
+    sparse weights; a name of an enabled family goes to the sparse part, any other name stays
+    with the dense ones (the model checks them). A sparse name of a family that is not enabled
+    is an :class:`InputError`. An array whose names start with ``dense_names`` gives its dense
+    block as an array (a worker's weights; only its non-zero sparse weights are named).
     """
+    if names is not None:
+        values = np.asarray(weights, dtype=np.float64)
+        if values.shape != (len(names),):
+            raise InputError(f"{values.size} weights for {len(names)} names", expected="one weight per name")
+        n = len(dense_names)
+        if tuple(names[:n]) != tuple(dense_names):
+            return split_weights(dict(zip(names, values.tolist())), families, dense_names)
+        rest = (np.flatnonzero(values[n:]) + n).tolist()
+        unknown, sparse = split_weights({names[i]: values[i] for i in rest}, families, dense_names)
+        if unknown:
+            raise InputError(f"unknown feature name {next(iter(unknown))!r}",
+                             expected="a dense feature or a sparse feature of an enabled family")
+        return values[:n], sparse
     if not isinstance(weights, Mapping):
         return weights, {}
     families = set(families)

@@ -47,6 +47,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from corpora import registry
+from minismt.decode.settings import DecoderSettings
 from minismt.errors import InputError
 from minismt.io import iter_lines
 from minismt.manifest import DEFAULT_WEIGHTS
@@ -172,13 +173,13 @@ SCHEMA: dict[str, dict[str, Key]] = {
                      "randomness runs once and its run stands for every seed"),
         "iterations": Key(5, _int(1), "decoding iterations per run (at most)"),
         "kbest": Key(100, _int(1), "distinct k-best hypotheses per dev sentence and iteration"),
-        "stack": Key(100, _int(1), "decoder stack size while tuning"),
+        "stack": Key(DecoderSettings.stack_size, _int(1), "decoder stack size while tuning (Moses' -s)"),
         "accumulate": Key(None, _str(optional=True, choices=("merge", "aggregate", "none")),
                           "k-best accumulation (default: the tuner's own, merge or aggregate)"),
         "reset_after": Key(None, _int(1, optional=True), "accumulate afresh every N iterations"),
         "keep": Key("best", _str(choices=("best", "last")), "weights kept: best dev BLEU or the last"),
         "lowercase": Key(False, _bool, "case-insensitive BLEU while tuning"),
-        "jobs": Key(1, _int(1), "decoding processes per tuning run (does not change results)"),
+        "jobs": Key(DecoderSettings.jobs, _int(1), "decoding processes per tuning run (does not change results)"),
         "parallel": Key(1, _int(1), "tuning runs at the same time, each in its own process "
                         "(does not change results)"),
         "params": Key({}, _params, "per-tuner parameters: [tune.params.NAME] tables, e.g. "
@@ -197,7 +198,7 @@ SCHEMA: dict[str, dict[str, Key]] = {
                               "0 would mean unseeded to sacrebleu, so it is refused)"),
         "significance": Key("first", _str(choices=("first", "all")), "paired bootstrap between the first "
                             "tuner and each other system ('first') or between every pair ('all')"),
-        "jobs": Key(1, _int(1), "decoding processes for the test set"),
+        "jobs": Key(DecoderSettings.jobs, _int(1), "decoding processes for the test set"),
     },
     "output": {
         "work_dir": Key("work", _path(optional=False), "where every step keeps its outputs, by key"),

@@ -16,18 +16,18 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from dataclasses import replace
 
 import numpy as np
 
 from minismt.corpus import Vocabulary
-from minismt.decode import DEFAULT_WEIGHTS
+from minismt.decode import DEFAULT_WEIGHTS, DecoderSettings
 from minismt.extract.phrase_table import PhraseTable
 from minismt.io import atomic_write
 from minismt.manifest import MANIFEST, MANIFEST_FORMAT
 from minismt.parallel import DecodeJob, decode_chunk
 from minismt.pipeline.log import PipelineLog
-from tuners.devdecoder import MinismtDevDecoder
-from tuners.loop import TuningRun
+from tuners.runs import minismt_tuning_run, tuning_settings
 
 SOURCES = ["a b c d", "b c a", "d a b c e", "c d e a b", "e"]
 REFERENCES = ["x y z w", "y z x", "w x y z v", "z w v x y", "v"]
@@ -83,20 +83,22 @@ def compile_kernels(tune: dict, log_path: str | None = None) -> list[str]:
     failed = []
     with tempfile.TemporaryDirectory(prefix="minismt-precompile-") as folder:
         model_dir = write_toy_model(folder)
-        decode_chunk(DecodeJob(model_dir, stack_size=tune["stack"]), list(range(len(SOURCES))), SOURCES)
-        decoder = MinismtDevDecoder(model_dir, SOURCES, kbest=tune["kbest"], jobs=1, stack_size=tune["stack"],
-                                    progress=False)
-        try:
-            for index, tuner in enumerate(tune["tuners"]):
+        decode_chunk(DecodeJob(model_dir, DecoderSettings(stack_size=tune["stack"])), list(range(len(SOURCES))),
+                     SOURCES)
+        settings = replace(tuning_settings(tune), jobs=1)
+        for index, tuner in enumerate(tune["tuners"]):
+            try:
+                run = minismt_tuning_run(model_dir, SOURCES, [[r] for r in REFERENCES], tuner,
+                                         os.path.join(folder, f"run-{index}"), settings, accumulate=tune["accumulate"],
+                                         reset_after=tune["reset_after"], iterations=1,
+                                         params=tune["params"].get(tuner, {}))
                 try:
-                    TuningRun(decoder, [[r] for r in REFERENCES], tuner, os.path.join(folder, f"run-{index}"),
-                              accumulate=tune["accumulate"], reset_after=tune["reset_after"], max_iter=1, seed=0,
-                              tuner_params=tune["params"].get(tuner, {})).run(decoder.default_weights)
-                except Exception as err:  # a toy problem a tuner cannot handle only means less is compiled here
-                    failed.append(tuner)
-                    if log_path:
-                        PipelineLog(log_path, echo=False)(f"precompile: {tuner} on the toy model: "
-                                                          f"{type(err).__name__}: {err}")
-        finally:
-            decoder.close()
+                    run.run(run.decoder.default_weights)
+                finally:
+                    run.decoder.close()
+            except Exception as err:  # a toy problem a tuner cannot handle only means less is compiled here
+                failed.append(tuner)
+                if log_path:
+                    PipelineLog(log_path, echo=False)(f"precompile: {tuner} on the toy model: "
+                                                      f"{type(err).__name__}: {err}")
     return failed

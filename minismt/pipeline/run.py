@@ -84,11 +84,14 @@ def _write_step(folder: str, step: str, label: str, key: str, key_parts: dict, s
 
 
 # ---- the tuning run of one (tuner, seed), also run in worker processes ------------------------
+RUN_OPTIONS = ("iterations", "seed", "accumulate", "reset_after", "keep", "lowercase", "params")
+"""The keys of a tuning run's spec (the pipeline's ``[tune]`` table) that :func:`tuners.runs.tuning_run` takes."""
+
+
 def tune_one(spec: dict, log: Callable[[str], None] | None = None) -> dict:
     """Tune (or resume) one run described by ``spec``; returns its results. Logs its start to ``log``,
     or (in a worker process) appends it to the log file ``spec["log_path"]``."""
-    from tuners.devdecoder import MinismtDevDecoder
-    from tuners.loop import TuningRun
+    from tuners.runs import minismt_tuning_run, tuning_settings
     began = time.perf_counter()
     if log is None and spec.get("log_path"):
         log = PipelineLog(spec["log_path"], echo=False)
@@ -99,13 +102,10 @@ def tune_one(spec: dict, log: Callable[[str], None] | None = None) -> dict:
     os.makedirs(spec["folder"], exist_ok=True)
     sources = read_lines(spec["dev_src"])
     references = [[r] for r in read_lines(spec["dev_ref"])]
-    decoder = MinismtDevDecoder(spec["model_dir"], sources, kbest=spec["kbest"], jobs=spec["jobs"],
-                                stack_size=spec["stack"], progress=False)
+    run = minismt_tuning_run(spec["model_dir"], sources, references, spec["tuner"], spec["run_dir"],
+                             tuning_settings(spec), **{k: spec[k] for k in RUN_OPTIONS})
+    decoder = run.decoder
     try:
-        run = TuningRun(decoder, references, spec["tuner"], spec["run_dir"], accumulate=spec["accumulate"],
-                        reset_after=spec["reset_after"], max_iter=spec["iterations"], seed=spec["seed"],
-                        return_best=spec["keep"] == "best", lowercase=spec["lowercase"],
-                        tuner_params=spec["params"])
         final = run.run(decoder.default_weights)
     finally:
         decoder.close()
@@ -120,9 +120,10 @@ def _warm_up(spec: dict) -> None:
     """Decode one dev sentence into a k-best list here, before worker processes start: numba compiles the
     decoder's kernels once and caches them, instead of every worker compiling them at the same time."""
     from minismt.parallel import DecodeJob, decode_chunk
+    from tuners.runs import tuning_settings
     sources = read_lines(spec["dev_src"])[:1]
     if sources:
-        decode_chunk(DecodeJob(spec["model_dir"], stack_size=spec["stack"], kbest=spec["kbest"]), [0], sources)
+        decode_chunk(DecodeJob(spec["model_dir"], tuning_settings(spec)), [0], sources)
 
 
 def _describe(err: BaseException) -> str:
@@ -393,8 +394,10 @@ class Pipeline:
         The systems not cached are decoded one after another (sharing the worker processes), so that each
         step's seconds are its own decoding and scoring time."""
         from minismt.metrics.evaluate import evaluate
+        from minismt.decode import DecoderSettings
         from minismt.parallel import DecodeJob, decode_chunk, decode_requests, process_pool, stop_pool
         s = self.config.test
+        settings = DecoderSettings(stack_size=s["stack"], jobs=s["jobs"])
         model_dir = os.path.join(model.folder, model.result["model_dir"])
         systems: dict[str, tuple[str, dict]] = {}  # tune key (or "untuned") -> (label, weights)
         if s["baseline"]:
@@ -426,13 +429,13 @@ class Pipeline:
             try:
                 if pool is not None and sources:  # start the processes and load the model before any clock
                     began = time.perf_counter()
-                    wait([pool.submit(decode_chunk, DecodeJob(model_dir=model_dir, stack_size=s["stack"]), [0],
-                                      sources[:1]) for _ in range(s["jobs"])])
+                    wait([pool.submit(decode_chunk, DecodeJob(model_dir, settings), [0], sources[:1])
+                          for _ in range(s["jobs"])])
                     self.log(f"test: {s['jobs']} decoding processes started in {time.perf_counter() - began:.1f} s")
                 for name, label, parts, key, folder, weights in pending:  # one at a time: each step's own time
                     began = time.perf_counter()
                     outputs = decode_requests(
-                        [(DecodeJob(model_dir=model_dir, weights=weights, stack_size=s["stack"]),
+                        [(DecodeJob(model_dir, settings, weights),
                           range(len(sources)))], sources, executor=pool, jobs=1, progress=self.progress)[0]
                     decoded = time.perf_counter() - began
                     hyps = [o.best for o in outputs]

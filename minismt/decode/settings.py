@@ -1,0 +1,114 @@
+"""The settings of a decode: search, k-best list and processes, with their defaults and checks in one place.
+
+The command line (``minismt decode`` and ``minismt tune``), the pipeline's configuration, the dev
+decoder of a tuning run and the worker processes all take their defaults from
+:class:`DecoderSettings`, and every value is checked when one is made. This module imports no
+numba, so that ``minismt --help`` can show the defaults without loading the decoder.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping
+
+from minismt.errors import InputError
+
+SPARSE_FEATURES = ("rule-id", "word-pair")
+"""The sparse feature families (:mod:`minismt.decode.sparse`), in their canonical order."""
+
+
+def parse_sparse_features(value) -> tuple[str, ...]:
+    """The canonical tuple of sparse feature families of ``value``.
+
+    ``value`` is None, a comma-separated string (``"rule-id,word-pair"``; ``""`` and
+    ``"none"`` mean none) or a sequence of family names. Unknown names are an
+    :class:`InputError`; repeats are dropped and the order is :data:`SPARSE_FEATURES`'.
+    """
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        items = [item.strip() for item in value.split(",") if item.strip()]
+        if items == ["none"]:
+            items = []
+    else:
+        try:
+            items = list(value)
+        except TypeError:
+            raise InputError(f"sparse features {value!r}",
+                             expected="names among " + ", ".join(SPARSE_FEATURES)) from None
+    for item in items:
+        if item not in SPARSE_FEATURES:
+            raise InputError(f"unknown sparse feature {item!r}", expected="names among " + ", ".join(SPARSE_FEATURES))
+    return tuple(family for family in SPARSE_FEATURES if family in items)
+
+
+@dataclass(frozen=True)
+class DecoderSettings:
+    """How to decode a corpus; the defaults are Moses'.
+
+    ``stack_size``: histogram pruning (Moses ``-s``); ``beam_threshold``: threshold pruning (Moses
+    ``-b``; 0 switches it off); ``distortion_limit``: None takes the model's, a negative one means
+    none; ``kbest``: distinct (``distinct``) or derivation k-best list size per sentence, 0 for the
+    1-best only; ``sparse_features``: sparse feature families (:data:`SPARSE_FEATURES`, a tuple or
+    a comma-separated string); ``jobs``: decoding processes (results do not depend on it).
+    A bad value is an :class:`InputError` naming it.
+    """
+
+    stack_size: int = 200
+    beam_threshold: float = 1e-5
+    distortion_limit: int | None = None
+    kbest: int = 0
+    distinct: bool = True
+    sparse_features: tuple[str, ...] = ()
+    jobs: int = 1
+
+    def __post_init__(self):
+        for name, value in _checked(self.__dict__, {}).items():
+            object.__setattr__(self, name, value)
+
+    @classmethod
+    def from_options(cls, labels: Mapping[str, str], **values) -> "DecoderSettings":
+        """Settings from a user's options; an error names the field as ``labels`` spells it
+        (e.g. ``{"stack_size": "--stack"}``)."""
+        return cls(**_checked(values, labels))
+
+    def search_key(self) -> tuple:
+        """What decides a decoder's search (not the list size or the processes)."""
+        return self.stack_size, self.beam_threshold, self.distortion_limit, self.sparse_features
+
+
+_INTEGERS = {"stack_size": 1, "kbest": 0, "jobs": 1}  # the smallest value of each integer field
+
+
+def check_integer(value, label: str, low: int | None = None) -> int:
+    """``value`` as an int (a bool is not one), at least ``low``; else an :class:`InputError` naming ``label``."""
+    if isinstance(value, bool) or not hasattr(value, "__index__"):
+        raise InputError(f"{label} {value!r}", expected="an integer")
+    value = int(value)
+    if low is not None and value < low:
+        raise InputError(f"{label} {value}", expected=f"an integer >= {low}")
+    return value
+
+
+def _checked(values: Mapping, labels: Mapping[str, str]) -> dict:
+    """``values`` (fields of :class:`DecoderSettings`) checked and in canonical form."""
+    out = dict(values)
+    for name, value in values.items():
+        label = labels.get(name, name)
+        if name in _INTEGERS:
+            out[name] = check_integer(value, label, _INTEGERS[name])
+        elif name == "distortion_limit":
+            out[name] = None if value is None else check_integer(value, label)
+        elif name == "beam_threshold":
+            try:
+                threshold = float(value)
+            except (TypeError, ValueError):
+                raise InputError(f"{label} {value!r}", expected="a number in [0, 1]") from None
+            if not 0.0 <= threshold <= 1.0:
+                raise InputError(f"{label} {value}", expected="a number in [0, 1]")
+            out[name] = threshold
+        elif name == "distinct":
+            out[name] = bool(value)
+        elif name == "sparse_features":
+            out[name] = parse_sparse_features(value)
+    return out
