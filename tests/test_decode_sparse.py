@@ -19,8 +19,8 @@ from conftest import synthetic_system
 from minismt.cli import main
 from minismt.corpus import Vocabulary
 from minismt.decode import FEATURE_NAMES, Decoder, DecoderSettings, PhraseModel
-from minismt.decode.sparse import (escape_word, family_of, parse_name, parse_sparse_features, rule_id_name,
-                                   unescape_word, word_pair_name)
+from minismt.decode.settings import parse_sparse_features
+from minismt.decode.sparse import escape_word, family_of, parse_name, rule_id_name, unescape_word, word_pair_name
 from minismt.errors import InputError
 from minismt.extract import PhraseTable
 from minismt.features import FeatureSpace, read_weights, write_weights

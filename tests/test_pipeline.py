@@ -207,13 +207,12 @@ def test_paired_bootstrap_matches_a_reference_implementation():
 def tiny(tmp_path_factory):
     folder = tmp_path_factory.mktemp("pipeline")
     config = load_config(write_config(folder, TINY))
-    began = time.perf_counter()
     report = Pipeline(config, progress=False, echo=False).run()
-    return folder, config, report, time.perf_counter() - began
+    return folder, config, report
 
 
 def test_tiny_pipeline_writes_the_report(tiny):
-    folder, config, report, _ = tiny
+    folder, config, report = tiny
     out = folder / "report"
     on_disk = json.loads((out / "report.json").read_text())
     assert on_disk["tuners"].keys() == {"mert", "apro"}
@@ -274,7 +273,7 @@ def title_of(ax) -> str:
 
 
 def test_report_tables_agree_on_runs_and_tuning_times(tiny):
-    _, _, report, _ = tiny
+    _, _, report = tiny
     text = markdown(report)
     tuners = {row[0]: row for row in md_table(text, "Tuners")[1:]}
     runs = md_table(text, "Runs")[1:]
@@ -296,7 +295,7 @@ def test_report_tables_agree_on_runs_and_tuning_times(tiny):
 def test_each_test_step_is_timed_on_its_own(tiny, tmp_path, monkeypatch):
     """The untuned system takes a second longer to decode: only its step's time shows it."""
     import minismt.parallel
-    folder, _, _, _ = tiny
+    folder, _, _ = tiny
     text = TINY.replace('work_dir = "work"', f'work_dir = "{folder / "work"}"').replace(
         "bootstrap_samples = 200", "bootstrap_samples = 200\nstack = 7")  # new test steps, the rest cached
     pipeline = Pipeline(load_config(write_config(tmp_path, text)), progress=False, echo=False)
@@ -325,7 +324,7 @@ def test_each_test_step_is_timed_on_its_own(tiny, tmp_path, monkeypatch):
 
 
 def test_error_surface_heading_names_the_tuner_shown(tiny):
-    _, _, report, _ = tiny
+    _, _, report = tiny
     text = markdown(report)
     assert "### Error surface along LM0_0 of mert's final k-best list (seed 0)" in text
     assert "MERT error surface" not in text
@@ -340,7 +339,7 @@ def test_error_surface_heading_names_the_tuner_shown(tiny):
 
 
 def test_test_bleu_figure_shows_the_differences_between_tuners(tiny):
-    _, _, report, _ = tiny
+    _, _, report = tiny
     figure, info = bleu_by_tuner_figure(report)
     ax = figure.axes[0]
     assert ax.get_xlabel() == "tuner" and ax.get_ylabel() == "test BLEU (%)"
@@ -373,7 +372,7 @@ def test_search_graph_figure_is_layered_and_labelled(tiny):
     from minismt.decode import Decoder
     from minismt.io import read_lines
     from minismt.pipeline.report import FILLED, search_graph_figure
-    folder, _, report, _ = tiny
+    folder, _, report = tiny
     png = (folder / "report" / "hypergraph.png").read_bytes()
     assert int.from_bytes(png[16:20], "big") == 990  # 3.3 inches at 300 dpi
     drawn = report["figures"]["hypergraph"]
@@ -420,22 +419,19 @@ def test_precompile_runs_every_kind_of_tuner_on_the_toy_model(tmp_path):
 
 
 def test_rerun_skips_every_cached_step(tiny):
-    folder, config, first, first_seconds = tiny
+    folder, config, first = tiny
     before = len(log_lines(folder / "work"))
-    began = time.perf_counter()
     report = Pipeline(config, progress=False, echo=False).run()
-    seconds = time.perf_counter() - began
     assert all(step["cached"] for step in report["steps"]), report["steps"]
     new = log_lines(folder / "work")[before:]
     assert sum("cached, not redone" in line for line in new) == len(report["steps"])
-    assert not any(": running" in line for line in new)
-    assert seconds < first_seconds
+    assert not any(": running" in line for line in new)  # no step ran again (timing it would be load-dependent)
     for tuner in ("mert", "apro"):
         assert report["tuners"][tuner]["summary"] == first["tuners"][tuner]["summary"]
 
 
 def test_a_changed_option_redoes_only_what_depends_on_it(tiny, tmp_path):
-    folder, config, first, _ = tiny
+    folder, config, first = tiny
     text = tiny_text(tuners='["apro"]', params="[tune.params.apro]\nC = 0.1", work=folder / "work",
                      report=tmp_path / "report")
     report = Pipeline(load_config(write_config(tmp_path, text)), progress=False, echo=False).run()
@@ -449,7 +445,7 @@ def test_an_interrupted_pipeline_resumes(tiny, tmp_path, monkeypatch):
     """Stopped (Ctrl-C) right after the first iteration's checkpoint; the rerun continues from there
     and ends with the weights of an uninterrupted run."""
     from tuners.loop import TuningRun
-    folder, _, _, _ = tiny
+    folder, _, _ = tiny
     text = tiny_text(tuners='["kbmira"]', seeds="[5]", iterations=2, params="", work=folder / "work",
                      report=tmp_path / "report")
     config = load_config(write_config(tmp_path, text))

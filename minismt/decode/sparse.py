@@ -40,7 +40,6 @@ from typing import Iterable, Mapping, Sequence
 import numpy as np
 
 from minismt.decode.model import FEATURE_NAMES
-from minismt.decode.settings import SPARSE_FEATURES, parse_sparse_features  # noqa: F401  (their home before settings)
 from minismt.errors import InputError
 from minismt.features import FeatureSpace
 
