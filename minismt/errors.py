@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 
 
@@ -37,3 +38,14 @@ class InputError(ValueError):
 
     def __reduce__(self):
         return (type(self), (self.message, self.path, self.line, self.expected))
+
+
+def finite_number(value, what: str) -> float:
+    """``value`` as a float, or an :class:`InputError` saying that ``what`` is not a (finite) number."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise InputError(f"{what} is {value!r}", expected="a number") from None
+    if not math.isfinite(number):
+        raise InputError(f"{what} is {number}", expected="a finite number")
+    return number

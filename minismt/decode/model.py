@@ -8,7 +8,6 @@
 
 from __future__ import annotations
 
-import math
 import os
 from typing import Mapping
 
@@ -16,7 +15,7 @@ import numpy as np
 
 from minismt.corpus import Vocabulary
 from minismt.decode import _kernels
-from minismt.errors import InputError
+from minismt.errors import InputError, finite_number
 from minismt.extract.phrase_table import PhraseTable
 from minismt.features import FeatureSpace
 from minismt.lm import LanguageModel
@@ -117,7 +116,7 @@ class PhraseModel:
                 if index is None:
                     raise InputError(f"unknown feature name {name!r}",
                                      expected="one of " + " ".join(FEATURE_NAMES))
-                out[index] = _finite(value, name)
+                out[index] = finite_number(value, f"weight of {name}")
             return out
         try:
             array = np.asarray(weights, dtype=np.float64)
@@ -145,14 +144,6 @@ class PhraseModel:
         return Vocabulary(self.table.tgt_vocab.words)
 
 
-def _finite(value, name: str) -> float:
-    try:
-        value = float(value)
-    except (TypeError, ValueError):
-        raise InputError(f"weight of {name} is {value!r}", expected="a number") from None
-    if not math.isfinite(value):
-        raise InputError(f"weight of {name} is {value}", expected="a finite number")
-    return value
 
 
 def _integer(value, name: str) -> int:

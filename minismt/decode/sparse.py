@@ -40,7 +40,7 @@ from typing import Iterable, Mapping, Sequence
 import numpy as np
 
 from minismt.decode.model import FEATURE_NAMES
-from minismt.errors import InputError
+from minismt.errors import InputError, finite_number
 from minismt.features import FeatureSpace
 
 LABELS = {"rule-id": "RuleId", "word-pair": "WordPair"}
@@ -145,13 +145,7 @@ def split_weights(weights, families: Iterable[str], dense_names: Sequence[str], 
         if family is None:
             dense[name] = value
         elif family in families:
-            try:
-                value = float(value)
-            except (TypeError, ValueError):
-                raise InputError(f"weight of {name} is {value!r}", expected="a number") from None
-            if not np.isfinite(value):
-                raise InputError(f"weight of {name} is {value}", expected="a finite number")
-            sparse[name] = value
+            sparse[name] = finite_number(value, f"weight of {name}")
         else:
             raise InputError(f"weight of the sparse feature {name!r}, but the decoder's {family} features are off",
                              expected=f"sparse_features including {family!r} (--sparse-features)")

@@ -29,13 +29,12 @@ The algorithms are methods here and live in :mod:`minismt.hypergraph.algorithms`
 from __future__ import annotations
 
 import copy
-import math
 from typing import Mapping, Sequence
 
 import numpy as np
 
 from minismt.corpus import Vocabulary
-from minismt.errors import InputError
+from minismt.errors import InputError, finite_number
 from minismt.features import FeatureSpace
 from minismt.hypergraph import _kernels, algorithms, derivations
 
@@ -409,12 +408,7 @@ class HypergraphBuilder:
             pairs = [(int(i), value) for i, value in zip(raw_ids, raw_values)]
         kept = []
         for key, value in pairs:
-            try:
-                value = float(value)
-            except (TypeError, ValueError):
-                raise InputError(f"feature value {value!r}", expected="a number") from None
-            if not math.isfinite(value):
-                raise InputError(f"edge into node {head} has a non-finite feature value", expected="finite features")
+            value = finite_number(value, f"a feature value of the edge into node {head}")
             if value != 0.0:
                 kept.append((key, value))
         target = list(range(len(tails))) if target is None else list(target)
