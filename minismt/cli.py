@@ -195,7 +195,8 @@ _SPARSE_HELP = ("emit sparse features for large-scale tuning, comma-separated: r
 
 def _decode_command(args) -> int:
     from minismt.features import FeatureSpace, read_weights
-    from minismt.parallel import DecodeJob, decode_corpus, kbest_of, named_weights
+    from minismt.kbest import kbest_of
+    from minismt.parallel import DecodeJob, decode_corpus, named_weights
     from plugins.moses.nbest import write_kbest_nbest
     settings = _decoder_settings(args, kbest=args.kbest, distinct=not args.derivations,
                                  beam_threshold=args.beam_threshold, distortion_limit=args.distortion_limit)

@@ -26,9 +26,9 @@ from minismt.extract import PhraseTable
 from minismt.features import FeatureSpace, read_weights, write_weights
 from minismt.hypergraph import read_cdec_json, write_cdec_json
 from minismt.io import read_lines
-from minismt.kbest import KBestBuilder
 from minismt.lm import LanguageModel, estimate_kn
-from minismt.parallel import DecodeJob, decode_corpus, kbest_of
+from minismt.kbest import kbest_of
+from minismt.parallel import DecodeJob, decode_corpus
 from minismt.manifest import load_manifest
 from plugins.moses.nbest import read_nbest, split_indexed_name, write_kbest_nbest
 
@@ -95,7 +95,7 @@ def expected_sparse(table: PhraseTable, row: int) -> dict[str, float]:
 
 
 def sparse_lists(rows) -> list[dict]:
-    """``{name: value}`` of every hypothesis of a worker's k-best rows (:class:`minismt.parallel.KBestRows`)."""
+    """``{name: value}`` of every hypothesis of a worker's k-best rows (:class:`minismt.kbest.KBestRows`)."""
     return [{rows.names[i]: v for i, v in zip(rows.indices[lo:hi].tolist(), rows.values[lo:hi].tolist())}
             for lo, hi in zip(rows.indptr[:-1], rows.indptr[1:])]
 
@@ -269,10 +269,7 @@ def test_names_round_trip_through_nbest_cdec_json_kbest_and_weights_files(weird,
     results = [decoder.decode(s) for s in WEIRD_SENTENCES]
     assert any("%" in name for name in decoder.space.sparse_names)
     w = decoder.full_weights()
-    builder = KBestBuilder(decoder.space)
-    for i, result in enumerate(results):
-        result.hypergraph.kbest(10, w, distinct=True).add_to(builder, i)
-    kbest = builder.build(len(results))
+    kbest = kbest_of([result.hypergraph.kbest(10, w, distinct=True).rows() for result in results], decoder.space)
     assert kbest.indices.size
     expected = [kbest.feature_dict(r) for r in range(kbest.n_hypotheses)]
 

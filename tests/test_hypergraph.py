@@ -21,7 +21,7 @@ from minismt.features import FeatureSpace
 from minismt.hypergraph import (Hypergraph, HypergraphBuilder, dumps_cdec_json, loads_cdec_json, read_cdec_json,
                                 to_dot, to_networkx, write_cdec_json)
 from minismt.hypergraph.draw import draw_layered, layered_layout, node_layers
-from minismt.kbest import KBestBuilder
+from minismt.kbest import kbest_of
 from minismt.metrics import BleuReferences
 from plugins.cdec.kbest_file import iter_kbest
 from plugins.cdec.weights import read_cdec_weights
@@ -263,9 +263,9 @@ def test_builder_and_api():
     refs = BleuReferences([["X A a B C c"]])
     stats = hg.kbest(2, w).bleu_stats(refs, 0)
     assert stats.shape == (2, 9) and stats[0].tolist() == [6, 6, 5, 5, 4, 4, 3, 3, 6]
-    builder = KBestBuilder(hg.space)
-    hg.kbest(3, w).add_to(builder, 0, refs)
-    kb = builder.build()
+    kb = kbest_of([hg.kbest(3, w).rows()], hg.space)
+    kb.set_stats(refs.kbest_stats(kb))
+    assert kb.stats[:2].tolist() == stats.tolist()
     assert kb.texts() == ["X A a B C c", "Z A a B C c", "X A a b C c"]
     np.testing.assert_allclose(kb.scores(hg.weight_array(w)), [-3.28, -3.46, -4.1])
     empty = HypergraphBuilder().build()

@@ -277,7 +277,7 @@ OURS_IN_INI_ORDER = ([f"LexicalReordering0_{i}" for i in range(6)] + ["Distortio
 
 def test_hypergraphs_give_moses_1best_and_a_weights_file_in_init_order(tmp_path, capsys):
     from minismt.features import FeatureSpace
-    from minismt.kbest import KBestBuilder
+    from minismt.kbest import kbest_of
     from minismt.metrics import BleuReferences, corpus_bleu_from_stats
     from plugins.moses.hypergraph import read_moses_hypergraphs
 
@@ -301,12 +301,11 @@ def test_hypergraphs_give_moses_1best_and_a_weights_file_in_init_order(tmp_path,
     dense_w, sparse, bleu = mert_moses_read(out, err, 15)
     assert sparse == {} and len(dense_w) == 15
     space = FeatureSpace(OURS_IN_INI_ORDER)
-    builder = KBestBuilder(space)
     start = np.array([float(v) for line in ini.splitlines() if "=" in line for v in line.split("=")[1].split()])
     references = BleuReferences.from_files([refs])
-    for i, graph in enumerate(read_moses_hypergraphs(base / "hypergraphs", space)):
-        graph.kbest(100, start, distinct=True).add_to(builder, i, references)
-    lists_ = builder.build(5)
+    graphs = read_moses_hypergraphs(base / "hypergraphs", space)
+    lists_ = kbest_of([graph.kbest(100, start, distinct=True).rows() for graph in graphs], space)
+    lists_.set_stats(references.kbest_stats(lists_))
     w = lists_.weight_array(read_kbmira_weights(out, space))
     assert bleu == float(format_bleu(lists_.bleu(w, smooth="none")))
     assert lists_.bleu(start, smooth="none") == pytest.approx(initial, abs=1e-6)

@@ -14,7 +14,7 @@ from minismt.corpus import Vocabulary
 from minismt.errors import InputError
 from minismt.features import FeatureSpace
 from minismt.hypergraph import HypergraphBuilder, read_cdec_json
-from minismt.kbest import KBestBuilder
+from minismt.kbest import kbest_of
 from minismt.metrics import BleuReferences
 from plugins.cdec.weights import read_cdec_weights
 from minismt.hypergraph import ForestData
@@ -123,10 +123,8 @@ def test_chg_bo_two_forests_per_sentence(nc):
 
 def test_nbl_bo_on_kbest_lists_from_the_forests(nc_data):
     data, w0 = nc_data
-    builder = KBestBuilder(data.space)
-    for s, hg in enumerate(data.forests):
-        hg.kbest(100, w0, distinct=True).add_to(builder, s, data.references)
-    kbest = builder.build(10)
+    kbest = kbest_of([hg.kbest(100, w0, distinct=True).rows() for hg in data.forests], data.space)
+    kbest.set_stats(data.references.kbest_stats(kbest))
     tuner = tuners.get_tuner("nbl-bo", seed=0, **FAST)
     w = tuner.fit(kbest, w0)
     assert tuner.bleu_start_ == kbest.bleu(w0) == pytest.approx(0.0873304, abs=1e-6)
@@ -241,9 +239,8 @@ def test_bad_input(nc_data):
     data, w0 = nc_data
     nan = w0.copy()
     nan[1] = np.nan
-    kbest = KBestBuilder(data.space)
-    data.forests[0].kbest(5, w0).add_to(kbest, 0, data.references)
-    kbest = kbest.build(1)
+    kbest = kbest_of([data.forests[0].kbest(5, w0).rows()], data.space)
+    kbest.set_stats(data.references.kbest_stats(kbest))
     for name in ("hg-bo", "chg-bo", "hg-rembo"):
         with pytest.raises(InputError):
             tuners.get_tuner(name, **FAST).fit(data, nan)

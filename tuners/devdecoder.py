@@ -19,11 +19,11 @@ from minismt.errors import InputError
 from minismt.features import FeatureSpace
 from minismt.hypergraph import Hypergraph
 from minismt.io import atomic_write, file_sha256, json_sha256, lines_sha256, write_lines
-from minismt.kbest import KBest
+from minismt.kbest import KBest, kbest_of
 from minismt.manifest import load_manifest
 from minismt.decode.settings import DecoderSettings
-from minismt.parallel import (DecodeJob, decode_corpus, decode_requests, force_corpus, kbest_of, named_weights,
-                             process_pool, stop_pool)
+from minismt.parallel import (DecodeJob, decode_corpus, decode_requests, force_corpus, named_weights, process_pool,
+                             stop_pool)
 
 
 class DevDecoder(ABC):

@@ -28,6 +28,7 @@ import numpy as np
 from minismt.errors import InputError
 from minismt.features import FeatureSpace
 from minismt.hypergraph import _kernels
+from minismt.kbest import KBestRows
 
 
 @dataclass(frozen=True, eq=False)
@@ -106,22 +107,10 @@ class KBestList:
         :class:`~minismt.metrics.BleuReferences`."""
         return references.stats(np.full(len(self), sentence, dtype=np.int64), self.texts)
 
-    def add_to(self, builder, sentence: int, references=None) -> None:
-        """Append the derivations as hypotheses of ``sentence`` to a :class:`~minismt.kbest.KBestBuilder`
-        over the same feature space (with BLEU statistics when ``references`` are given)."""
-        if builder.space is not self.space and builder.space != self.space:
-            raise InputError("the k-best builder has another feature space than the hypergraph")
-        stats = self.bleu_stats(references, sentence) if references is not None else None
-        n_dense = self.space.n_dense
-        for i in range(len(self)):
-            lo, hi = self.feat_offsets[i], self.feat_offsets[i + 1]
-            ids, values = self.feat_ids[lo:hi], self.feat_values[lo:hi]
-            dense = np.zeros(n_dense)
-            is_dense = ids < n_dense
-            dense[ids[is_dense]] = values[is_dense]
-            builder.add(sentence, self.texts[i], dense, ids[~is_dense], values[~is_dense],
-                        None if stats is None else stats[i])
-
+    def rows(self) -> KBestRows:
+        """The derivations as one sentence's rows of a :class:`~minismt.kbest.KBest`
+        (:func:`~minismt.kbest.kbest_of` joins the rows of several sentences)."""
+        return KBestRows.of(self.texts, self.scores, self.feat_offsets, self.feat_ids, self.feat_values, self.space)
 
 def kbest(hg, k: int, w=None, distinct: bool = False) -> KBestList:
     """The ``k`` best derivations of ``hg``'s goal under ``w`` (or its stored scores), best first.

@@ -20,6 +20,7 @@ import json
 import zipfile
 import zlib
 from array import array
+from dataclasses import dataclass
 from typing import Iterable, Sequence
 
 import numpy as np
@@ -492,3 +493,82 @@ class KBestBuilder:
                      np.frombuffer(self._values, dtype=np.float64) if len(self._values) else
                      np.zeros(0, np.float64),
                      stats)
+
+
+# ---- from decoder output: per-sentence k-best rows -> one KBest ---------------------------
+
+@dataclass
+class KBestRows:
+    """One sentence's derivations as arrays, as a worker sends them back.
+
+    ``text`` uint8 (UTF-8 strings, concatenated) with ``text_offsets`` int64[k+1]; ``scores``
+    float64[k] the model scores under the job's weights (sparse ones included); ``features``
+    float64[k, 15] the dense features (order of ``minismt.decode.FEATURE_NAMES``); the sparse
+    ones as CSR ``indptr`` int64[k+1], ``indices`` int32 into ``names`` (this list's sparse names:
+    every worker numbers its features its own way), ``values`` float64, zeros left out.
+    """
+
+    text: np.ndarray
+    text_offsets: np.ndarray
+    scores: np.ndarray
+    features: np.ndarray
+    indptr: np.ndarray
+    indices: np.ndarray
+    values: np.ndarray
+    names: tuple[str, ...] = ()
+
+    def __len__(self) -> int:
+        return self.scores.shape[0]
+
+    def texts(self) -> list[str]:
+        data = self.text.tobytes()
+        return [data[lo:hi].decode("utf-8") for lo, hi in zip(self.text_offsets[:-1].tolist(),
+                                                                self.text_offsets[1:].tolist())]
+
+    @classmethod
+    def of(cls, texts: Sequence[str], scores, feat_offsets, feat_ids, feat_values, space) -> "KBestRows":
+        """The rows of derivations whose features are CSR over ``space`` (sorted ids): dense ids go to
+        ``features``, the others keep their order and are named in order of first use."""
+        k = len(texts)
+        n_dense = space.n_dense
+        rows = np.repeat(np.arange(k), np.diff(feat_offsets))
+        is_dense = feat_ids < n_dense
+        dense = np.zeros((k, n_dense))
+        dense[rows[is_dense], feat_ids[is_dense]] = feat_values[is_dense]
+        keep = ~is_dense & (feat_values != 0.0)
+        ids, rows = feat_ids[keep], rows[keep]
+        unique, first, inverse = np.unique(ids, return_index=True, return_inverse=True)
+        order = np.argsort(first, kind="stable")
+        rank = np.empty(order.shape[0], dtype=np.int32)
+        rank[order] = np.arange(order.shape[0], dtype=np.int32)
+        encoded = [text.encode("utf-8") for text in texts]
+        text_offsets = np.zeros(k + 1, dtype=np.int64)
+        np.cumsum([len(x) for x in encoded], out=text_offsets[1:])
+        return cls(np.frombuffer(b"".join(encoded), dtype=np.uint8), text_offsets,
+                   np.asarray(scores, dtype=np.float64), dense,
+                   np.concatenate([[0], np.cumsum(np.bincount(rows, minlength=k))]).astype(np.int64),
+                   rank[inverse.reshape(-1)], feat_values[keep],
+                   tuple(space.name(int(unique[j])) for j in order.tolist()))
+
+
+
+def kbest_of(lists: Sequence[KBestRows | None], space: FeatureSpace, sentence_ids=None) -> KBest:
+    """One :class:`~minismt.kbest.KBest` of per-sentence lists (None: an empty instance) over ``space``,
+    whose sparse names it adds: the arrays concatenated, sparse indices renamed and sorted within
+    each row, the dense block as it is (columns in ``space``'s dense order). No BLEU statistics."""
+    empty = KBestRows(np.zeros(0, np.uint8), np.zeros(1, np.int64), np.zeros(0), np.zeros((0, space.n_dense)),
+                      np.zeros(1, np.int64), np.zeros(0, np.int32), np.zeros(0))
+    lists = [empty if rows is None else rows for rows in lists]
+    counts = np.array([len(rows) for rows in lists], dtype=np.int64)
+    text_base = np.cumsum([0] + [rows.text.shape[0] for rows in lists])
+    text_offsets = np.concatenate([[0]] + [rows.text_offsets[1:] + base for rows, base in zip(lists, text_base)])
+    nnz = np.concatenate([np.zeros(1, np.int64)] + [np.diff(rows.indptr) for rows in lists])
+    indices = np.concatenate([np.zeros(0, np.int32)] + [
+        np.array([space.add(name) for name in rows.names], dtype=np.int32)[rows.indices]
+        for rows in lists if rows.names])
+    values = np.concatenate([np.zeros(0)] + [rows.values for rows in lists])
+    order = np.lexsort((indices, np.repeat(np.arange(nnz.shape[0] - 1), nnz[1:])))
+    return KBest(space, np.concatenate([[0], np.cumsum(counts)]),
+                 np.concatenate([rows.features for rows in lists] or [np.zeros((0, space.n_dense))]),
+                 np.concatenate([np.zeros(0, np.uint8)] + [rows.text for rows in lists]), text_offsets,
+                 np.cumsum(nnz), indices[order], values[order], None, sentence_ids)

@@ -53,7 +53,7 @@ import numpy as np
 from minismt.errors import InputError
 from minismt.features import FeatureSpace, parse_float
 from minismt.io import iter_lines
-from minismt.kbest import KBest
+from minismt.kbest import KBest, kbest_of
 from plugins.moses.hypergraph import moses_feature_name, read_moses_hypergraphs
 from plugins.moses.mertfiles import (KBMIRA_DENSE_NAME, format_kbmira_weights, name_value_lines,
                                      read_extractor_files, write_kbmira_weights)
@@ -416,7 +416,6 @@ def load_hypergraphs(args, names: list[str], dense: np.ndarray, sparse: dict[str
                      config: dict[str, str], log) -> tuple[KBest, np.ndarray]:
     """The distinct 100-best lists of the -H hypergraphs under the start weights, with BLEU
     statistics against the -R references, and the start weights over their feature space."""
-    from minismt.kbest import KBestBuilder
     from minismt.metrics import BleuReferences
 
     ours = []
@@ -435,10 +434,8 @@ def load_hypergraphs(args, names: list[str], dense: np.ndarray, sparse: dict[str
         raise InputError(f"{references.n_sentences} reference lines for {len(graphs)} hypergraphs",
                          args.reference[0], expected=f"{len(graphs)} lines")
     w0 = start_point(space, dense, sparse, args.dense_init, args.sparse_init)
-    builder = KBestBuilder(space)
-    for sentence, graph in enumerate(graphs):
-        graph.kbest(HG_KBEST, w0, distinct=True).add_to(builder, sentence, references)
-    data = builder.build(len(graphs))
+    data = kbest_of([graph.kbest(HG_KBEST, w0, distinct=True).rows() for graph in graphs], space)
+    data.set_stats(references.kbest_stats(data))
     if args.hg_prune is not None:
         log("note: --hg-prune is ignored: the k-best lists come from the whole hypergraphs")
     log(f"Read {len(graphs)} hypergraphs from {args.hgdir}: the {HG_KBEST} best distinct "
