@@ -29,6 +29,7 @@ stack size when it holds twice as many (Moses' ``HypothesisStackNormal``).
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 from numba import njit
@@ -54,6 +55,67 @@ N_STATS = 8
 _BOUND_SLACK = 1e-7  # rounding margin of the LM upper bound test
 TRANSITION_CACHE_SIZE = 1 << 15  # entries of the (state, word) cache (a power of two)
 TRANSITION = np.dtype([("key", np.int64), ("logprob", np.float64), ("next", np.int64), ("pad", np.int64)])
+
+
+class SearchOptions(NamedTuple):
+    """The translation options of a sentence as :func:`search` reads them, sorted by span.
+
+    ``start``/``end`` int32[O] source span (end exclusive); ``static`` float64[O] w . (TM,
+    word, phrase and unknown-word penalties, sparse features); ``reordering`` float64[O, 6]
+    the reordering log probabilities and ``fwd_class`` int32[O] the class of the forward
+    three; ``tgt``/``lm_ids`` int32 target words as hypergraph and LM ids, both CSR by
+    ``tgt_offsets`` int64[O+1]; ``lm_inner``/``lm_state_*`` from :func:`phrase_lm`;
+    ``lm_bound`` float64[O] an upper bound of the option's log10 LM score in any context;
+    ``span_lo``/``span_hi`` int64[n, L]: the options of span (i, length l) are
+    ``span_lo[i, l-1]:span_hi[i, l-1]``.
+    """
+
+    start: np.ndarray
+    end: np.ndarray
+    static: np.ndarray
+    reordering: np.ndarray
+    fwd_class: np.ndarray
+    tgt_offsets: np.ndarray
+    tgt: np.ndarray
+    lm_ids: np.ndarray
+    lm_inner: np.ndarray
+    lm_state_words: np.ndarray
+    lm_state_backs: np.ndarray
+    lm_state_len: np.ndarray
+    lm_bound: np.ndarray
+    span_lo: np.ndarray
+    span_hi: np.ndarray
+
+
+class Scoring(NamedTuple):
+    """The weights of the stateful features :func:`search` scores, and the ``</s>`` bound.
+
+    ``reordering`` float64[6], ``distortion``, ``lm`` (per log10 unit, i.e. times ln 10);
+    ``eos_bound`` an upper bound of log10 p(``</s>``) in any context; ``end_orientation``:
+    score the last phrase's forward orientation w.r.t. the sentence end.
+    """
+
+    reordering: np.ndarray
+    distortion: float
+    lm: float
+    eos_bound: float
+    end_orientation: bool
+
+
+class Limits(NamedTuple):
+    """The search limits (Moses ``-s``, ``-b``, ``distortion-limit``): ``stack_size`` (histogram
+    pruning), ``log_beam`` (log of the beam threshold, -inf: none), ``distortion_limit`` (< 0: none)."""
+
+    stack_size: int
+    log_beam: float
+    distortion_limit: int
+
+
+class Reference(NamedTuple):
+    """Forced decoding: when ``forced``, the target must be ``words`` (int32, ids as the options' ``tgt``)."""
+
+    forced: bool
+    words: np.ndarray
 
 
 def transition_cache(size: int = TRANSITION_CACHE_SIZE) -> np.ndarray:
@@ -363,27 +425,18 @@ def _prune(k, keep, log_beam, st_mem, st_cnt, st_tab, st_worst, h_int, h_flt, h_
 
 
 @njit(cache=True, nogil=True)
-def search(t, n, o_start, o_end, o_static, o_reo, o_fwd, o_lm_off, o_lm_ids, o_inner, o_st_words,
-           o_st_backs, o_st_len, o_lm_bound, eos_bound, o_tgt_off, o_tgt, span_lo, span_hi, fc, w_reo, w_dist,
-           w_lm, stack_size, log_beam, dist_limit, forced, ref, end_orientation, cache):
+def search(t, n, fc, options, scoring, limits, reference, cache):
     """Beam search over stacks of hypotheses by number of covered source words.
 
     Parameters
     ----------
     t : LMTables
     n : source length
-    o_* : translation options sorted by span; ``o_start``/``o_end`` (exclusive) source span,
-        ``o_static`` w . (TM, word, phrase and unknown-word penalties), ``o_reo`` the six
-        reordering log probabilities, ``o_fwd`` the class of the forward three, ``o_lm_*``
-        LM ids (CSR), ``o_inner``/``o_st_*`` from :func:`phrase_lm`, ``o_lm_bound`` an upper
-        bound of the option's LM score in any context (``eos_bound`` of ``</s>``), ``o_tgt_*`` target ids
-    span_lo, span_hi : int64[n, L], options of span (i, length l) are ``span_lo[i, l-1]:span_hi[i, l-1]``
     fc : float64[n+1, n+1] future costs (:func:`future_costs`)
-    w_reo : float64[6], w_dist, w_lm : weights (``w_lm`` per log10 unit, i.e. times ln 10)
-    stack_size : histogram pruning; log_beam : log of the beam threshold (-inf: none)
-    dist_limit : distortion limit (< 0: none)
-    forced, ref : constrain the target to ``ref`` (ids as ``o_tgt``)
-    end_orientation : score the last phrase's forward orientation w.r.t. the sentence end
+    options : SearchOptions
+    scoring : Scoring
+    limits : Limits
+    reference : Reference
     cache : the transition cache (:func:`transition_cache`)
 
     Returns
@@ -391,6 +444,14 @@ def search(t, n, o_start, o_end, o_static, o_reo, o_fwd, o_lm_off, o_lm_ids, o_i
     h_int, h_flt, h_cov, e_int, e_lm (trimmed), st_mem, st_cnt (every stack pruned and sorted
     best first), s_w, s_b, s_len (the LM states), stats int64[N_STATS]
     """
+    o_start, o_static, o_reo, o_fwd = options.start, options.static, options.reordering, options.fwd_class
+    o_lm_off, o_lm_ids, o_inner, o_lm_bound = options.tgt_offsets, options.lm_ids, options.lm_inner, options.lm_bound
+    o_st_words, o_st_backs, o_st_len = options.lm_state_words, options.lm_state_backs, options.lm_state_len
+    o_tgt_off, o_tgt, span_lo, span_hi = options.tgt_offsets, options.tgt, options.span_lo, options.span_hi
+    w_reo, w_dist, w_lm = scoring.reordering, scoring.distortion, scoring.lm
+    eos_bound, end_orientation = scoring.eos_bound, scoring.end_orientation
+    stack_size, log_beam, dist_limit = limits.stack_size, limits.log_beam, limits.distortion_limit
+    forced, ref = reference.forced, reference.words
     c = o_st_words.shape[1]
     w = max(1, (n + 63) // 64)
     ref_len = ref.shape[0]
