@@ -1,34 +1,47 @@
 """Numba kernels of the phrase-based stack decoder (Koehn 2004, "Pharaoh"; Moses' ``SearchNormal``).
 
-Hypotheses live in a growing arena of three arrays, one row per hypothesis:
+:func:`search` takes its inputs as NamedTuples of arrays (numba passes them whole, as
+:class:`~minismt.lm._kernels.LMTables`): :class:`SearchOptions` (the sentence's translation
+options), :class:`Scoring` (the stateful features' weights), :class:`Limits` (stack size,
+beam, distortion limit) and :class:`Reference` (forced decoding). Its state is four more:
 
-``h_int``  int32[H, NI]      PSTART, PEND (source span of the last phrase, -1 for the empty
+:class:`Hypotheses`, a growing arena, one row per hypothesis:
+
+``ints``   int32[H, NI]      PSTART, PEND (source span of the last phrase, -1 for the empty
                              hypothesis), LOPT (last option, -1), FWD (class of the last option's
                              forward reordering scores, -1), NCOV (covered words), TPOS (target
                              words produced), LMS (LM state id), BEST (best incoming arc), ALIVE
-``h_flt``  float64[H, 2]     SCORE (w . h of the best path), FUT (future cost estimate; for a
+``floats`` float64[H, 2]     SCORE (w . h of the best path), FUT (future cost estimate; for a
                              complete hypothesis the exact score of ``</s>`` and the end)
-``h_cov``  uint64[H, W + 1]  the coverage bitset (W words of 64 bits), then the state hash
+``cov``    uint64[H, W + 1]  the coverage bitset (W words of 64 bits), then the state hash
 
-Arcs (every accepted expansion, including those into recombined hypotheses) are rows
-of ``e_int`` int32[E, 3] (TAIL, HEAD, OPT) and ``e_lm`` float64[E] (log10 LM probability
-of the option's words after the tail's state).
+:class:`Arcs`: every accepted expansion, including those into recombined hypotheses, as rows
+of ``ints`` int32[E, 3] (TAIL, HEAD, OPT) and ``lm`` float64[E] (log10 LM probability of the
+option's words after the tail's state).
 
-LM states (KenLM's: context words newest first, their back-offs, the length) are
-interned per sentence (``s_*`` arrays, :func:`_intern`), so a hypothesis holds one id and
+:class:`LMStates`: LM states (KenLM's: context words newest first, their back-offs, the
+length) interned per sentence (:func:`_intern`), so a hypothesis holds one id and
 recombination compares ids. A direct-mapped cache maps (state id, word) to the log10
 probability and the next state id (:func:`transition_cache`, kept by the caller and cleared
 per sentence): hypotheses with the same LM state are expanded with the same words many
 times, and a cache probe is much cheaper than the probes into the n-gram table.
 
-Stack k holds hypotheses covering k source words: ``st_mem[k, :st_cnt[k]]`` with an
-open-addressing table ``st_tab[k]`` on the recombination state, pruned lazily to the
-stack size when it holds twice as many (Moses' ``HypothesisStackNormal``).
+:class:`Stacks`: stack k holds hypotheses covering k source words, ``mem[k, :count[k]]``,
+with an open-addressing table ``table[k]`` on the recombination state, pruned lazily to
+the stack size when it holds twice as many (Moses' ``HypothesisStackNormal``).
+
+Numba cannot assign a NamedTuple's fields, so a store that grows is rebound; each
+hypothesis first makes room for all its expansions may add, so the innermost loop never
+rebinds one. The helpers of that loop are inlined; those run for every option read the
+arrays they need first or take scalars: numba counts references to an inlined helper's
+array arguments (NRT incref/decref) unless the count and its release fall in one block,
+and there those counts would cost more than the search itself.
 """
 
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 from numba import njit
@@ -54,6 +67,110 @@ N_STATS = 8
 _BOUND_SLACK = 1e-7  # rounding margin of the LM upper bound test
 TRANSITION_CACHE_SIZE = 1 << 15  # entries of the (state, word) cache (a power of two)
 TRANSITION = np.dtype([("key", np.int64), ("logprob", np.float64), ("next", np.int64), ("pad", np.int64)])
+
+
+class SearchOptions(NamedTuple):
+    """The translation options of a sentence as :func:`search` reads them, sorted by span.
+
+    ``start``/``end`` int32[O] source span (end exclusive); ``static`` float64[O] w . (TM,
+    word, phrase and unknown-word penalties, sparse features); ``reordering`` float64[O, 6]
+    the reordering log probabilities and ``fwd_class`` int32[O] the class of the forward
+    three; ``tgt``/``lm_ids`` int32 target words as hypergraph and LM ids, both CSR by
+    ``tgt_offsets`` int64[O+1]; ``lm_inner``/``lm_state_*`` from :func:`phrase_lm`;
+    ``lm_bound`` float64[O] an upper bound of the option's log10 LM score in any context;
+    ``span_lo``/``span_hi`` int64[n, L]: the options of span (i, length l) are
+    ``span_lo[i, l-1]:span_hi[i, l-1]``.
+    """
+
+    start: np.ndarray
+    end: np.ndarray
+    static: np.ndarray
+    reordering: np.ndarray
+    fwd_class: np.ndarray
+    tgt_offsets: np.ndarray
+    tgt: np.ndarray
+    lm_ids: np.ndarray
+    lm_inner: np.ndarray
+    lm_state_words: np.ndarray
+    lm_state_backs: np.ndarray
+    lm_state_len: np.ndarray
+    lm_bound: np.ndarray
+    span_lo: np.ndarray
+    span_hi: np.ndarray
+
+
+class Scoring(NamedTuple):
+    """The weights of the stateful features :func:`search` scores, and the ``</s>`` bound.
+
+    ``reordering`` float64[6], ``distortion``, ``lm`` (per log10 unit, i.e. times ln 10);
+    ``eos_bound`` an upper bound of log10 p(``</s>``) in any context; ``end_orientation``:
+    score the last phrase's forward orientation w.r.t. the sentence end.
+    """
+
+    reordering: np.ndarray
+    distortion: float
+    lm: float
+    eos_bound: float
+    end_orientation: bool
+
+
+class Limits(NamedTuple):
+    """The search limits (Moses ``-s``, ``-b``, ``distortion-limit``): ``stack_size`` (histogram
+    pruning), ``log_beam`` (log of the beam threshold, -inf: none), ``distortion_limit`` (< 0: none)."""
+
+    stack_size: int
+    log_beam: float
+    distortion_limit: int
+
+
+class Reference(NamedTuple):
+    """Forced decoding: when ``forced``, the target must be ``words`` (int32, ids as the options' ``tgt``)."""
+
+    forced: bool
+    words: np.ndarray
+
+
+class Hypotheses(NamedTuple):
+    """The hypothesis arena, one row per hypothesis: ``ints`` int32[H, NI], ``floats``
+    float64[H, NF], ``cov`` uint64[H, W+1] (columns: the module docstring)."""
+
+    ints: np.ndarray
+    floats: np.ndarray
+    cov: np.ndarray
+
+
+class Arcs(NamedTuple):
+    """Every accepted expansion: ``ints`` int32[E, 3] (TAIL, HEAD, OPT), ``lm`` float64[E] the
+    log10 LM probability of the option's words after the tail's state."""
+
+    ints: np.ndarray
+    lm: np.ndarray
+
+
+class Stacks(NamedTuple):
+    """Stack k holds ``mem[k, :count[k]]``, found by recombination state in the open-addressing
+    table ``table[k]``; ``best[k]`` is the best score + future cost it has met, ``worst[k]`` the
+    threshold an expansion into it must reach (beam, or the last kept by histogram pruning)."""
+
+    mem: np.ndarray
+    count: np.ndarray
+    table: np.ndarray
+    best: np.ndarray
+    worst: np.ndarray
+
+
+class LMStates(NamedTuple):
+    """The sentence's interned LM states (:func:`_intern`): row i is ``words``, ``backs``,
+    ``length``, ``hashes``, found through the open-addressing table ``table``; ``next_words`` /
+    ``next_backs`` receive a state being made (by KenLM's scoring) before it is interned."""
+
+    words: np.ndarray
+    backs: np.ndarray
+    length: np.ndarray
+    hashes: np.ndarray
+    table: np.ndarray
+    next_words: np.ndarray
+    next_backs: np.ndarray
 
 
 def transition_cache(size: int = TRANSITION_CACHE_SIZE) -> np.ndarray:
@@ -222,51 +339,95 @@ def future_costs(n, span_lo, span_hi, o_future, fc):
             fc[i, j] = best
 
 
-@njit(cache=True)
-def _intern(words, backs, length, s_w, s_b, s_len, s_hash, s_tab, n_states):
-    """Id of the LM state (``words``, ``backs``, ``length``) in the sentence's state store,
-    adding it if new. States are equal when their words are (the back-offs follow from them).
+@njit(cache=True, inline="always")
+def _free_slot(table, h):
+    """The first empty slot from ``h``'s in an open-addressing table (linear probing)."""
+    mask = table.shape[0] - 1
+    slot = np.int64(h & np.uint64(mask))
+    while table[slot] >= 0:
+        slot = (slot + 1) & mask
+    return slot
 
-    Returns the id and the (possibly grown) store arrays with its new size.
+
+@njit(cache=True)
+def _intern(states, n_states, words, backs, length):
+    """Id of the LM state (``words``, ``backs``, ``length``) among the ``n_states`` of ``states``,
+    adding it if new (the store has room: :func:`_lm_room`). States are equal when their words
+    are (the back-offs follow from them). Returns the id and the store's new size.
     """
     h = mix_in(np.uint64(length), 0)
     for i in range(length):
         h = mix_in(h, words[i] + 1)
-    mask = s_tab.shape[0] - 1
+    mask = states.table.shape[0] - 1
     slot = np.int64(h & np.uint64(mask))
-    while s_tab[slot] >= 0:
-        sid = s_tab[slot]
-        if s_hash[sid] == h and s_len[sid] == length:
+    while states.table[slot] >= 0:
+        sid = states.table[slot]
+        if states.hashes[sid] == h and states.length[sid] == length:
             same = True
             for i in range(length):
-                if s_w[sid, i] != words[i]:
+                if states.words[sid, i] != words[i]:
                     same = False
                     break
             if same:
-                return sid, s_w, s_b, s_len, s_hash, s_tab, n_states
+                return sid, n_states
         slot = (slot + 1) & mask
-    if n_states == s_len.shape[0]:
-        s_w = grow_rows(s_w, n_states + 1)
-        s_b = grow_rows(s_b, n_states + 1)
-        s_len = grow(s_len, n_states + 1)
-        s_hash = grow(s_hash, n_states + 1)
     sid = n_states
-    for i in range(s_w.shape[1]):
-        s_w[sid, i] = words[i]
-        s_b[sid, i] = backs[i]
-    s_len[sid] = length
-    s_hash[sid] = h
-    s_tab[slot] = sid
-    n_states += 1
-    if 2 * n_states > s_tab.shape[0]:
-        s_tab = np.full(2 * s_tab.shape[0], -1, np.int32)
-        mask = s_tab.shape[0] - 1
-        for j in range(n_states):
-            slot = np.int64(s_hash[j] & np.uint64(mask))
-            while s_tab[slot] >= 0:
-                slot = (slot + 1) & mask
-            s_tab[slot] = j
-    return sid, s_w, s_b, s_len, s_hash, s_tab, n_states
+    for i in range(states.words.shape[1]):
+        states.words[sid, i] = words[i]
+        states.backs[sid, i] = backs[i]
+    states.length[sid] = length
+    states.hashes[sid] = h
+    states.table[slot] = sid
+    return sid, n_states + 1
+
+
+@njit(cache=True, inline="always")
+def _lacks_room(states, need):
+    """Whether the LM state store must grow to hold ``need`` states (its table at most half full)."""
+    return (need > states.length.shape[0]) | (2 * need > states.table.shape[0])
+
+
+@njit(cache=True)
+def _lm_room(states, need):
+    """The LM state store with room for ``need`` states (grown if not), its table at most half full."""
+    if need > states.length.shape[0]:
+        states = LMStates(grow_rows(states.words, need), grow_rows(states.backs, need), grow(states.length, need),
+                          grow(states.hashes, need), states.table, states.next_words, states.next_backs)
+    if 2 * need > states.table.shape[0]:
+        size = 2 * states.table.shape[0]
+        while 2 * need > size:
+            size *= 2
+        table = np.full(size, -1, np.int32)
+        for j in range(states.table.shape[0]):
+            sid = states.table[j]
+            if sid >= 0:
+                table[_free_slot(table, states.hashes[sid])] = sid
+        states = LMStates(states.words, states.backs, states.length, states.hashes, table, states.next_words,
+                          states.next_backs)
+    return states
+
+
+@njit(cache=True)
+def _new_lm_states(c):
+    """An empty LM state store for a model of context length ``c`` = order - 1."""
+    return LMStates(np.empty((1024, c), np.int32), np.empty((1024, c), np.float64), np.empty(1024, np.int32),
+                    np.empty(1024, np.uint64), np.full(4096, -1, np.int32), np.empty(c, np.int32),
+                    np.empty(c, np.float64))
+
+
+@njit(cache=True)
+def _option_states(options, states):
+    """The interned LM state after every option of at least C words (-1 for shorter ones):
+    it does not depend on what precedes the option."""
+    c = states.words.shape[1]
+    n_states = 0
+    o_state = np.full(options.start.shape[0], -1, np.int64)
+    states = _lm_room(states, o_state.shape[0])
+    for o in range(o_state.shape[0]):
+        if options.tgt_offsets[o + 1] - options.tgt_offsets[o] >= c:
+            o_state[o], n_states = _intern(states, n_states, options.lm_state_words[o], options.lm_state_backs[o],
+                                           options.lm_state_len[o])
+    return o_state, states, n_states
 
 
 @njit(cache=True, inline="always")
@@ -277,8 +438,89 @@ def _transition_slot(state, word, cache):
 
 
 @njit(cache=True, inline="always")
+def _cached(cache, state, word):
+    """Probe of the transition cache for (LM state id, word): whether it holds the pair, then its
+    log10 probability and next state (meaningless on a miss: :func:`_lm_transition`)."""
+    slot, key = _transition_slot(state, word, cache)
+    entry = cache[slot]
+    return entry.key == key, entry.logprob, entry.next
+
+
+@njit(cache=True)
+def _lm_transition(t, cache, states, n_states, state, word):
+    """log10 p(``word`` | LM state ``state``) by KenLM's scoring, its next state interned and the
+    pair put in the transition cache (a cache miss). Returns the log probability, the next state
+    and the store's new size."""
+    lp, _, length = score_word(t, states.words[state], states.backs[state], states.length[state], word,
+                               states.next_words, states.next_backs)
+    nxt, n_states = _intern(states, n_states, states.next_words, states.next_backs, length)
+    slot, key = _transition_slot(state, word, cache)
+    entry = cache[slot]
+    entry.key = key
+    entry.logprob = lp
+    entry.next = nxt
+    return lp, nxt, n_states
+
+
+@njit(cache=True, inline="always")
 def _covered(cov, pos):
+    """Whether source word ``pos`` is covered in the bitset ``cov``."""
     return (cov[pos >> 6] >> np.uint64(pos & 63)) & np.uint64(1)
+
+
+@njit(cache=True, inline="always")
+def _coverage_gaps(cov, n, gap_lo, gap_hi):
+    """The gaps (maximal uncovered runs) of a coverage: ``[gap_lo[p], gap_hi[p])`` is the gap of
+    each uncovered word p. Returns the first gap's start (n if every word is covered)."""
+    first_gap = n
+    i = 0
+    while i < n:
+        if _covered(cov, i):
+            i += 1
+            continue
+        j = i
+        while j < n and not _covered(cov, j):
+            j += 1
+        if first_gap == n:
+            first_gap = i
+        for p in range(i, j):
+            gap_lo[p] = i
+            gap_hi[p] = j
+        i = j
+    return first_gap
+
+
+@njit(cache=True, inline="always")
+def _too_far(s, pend, limit):
+    """Moses' distortion limit: a phrase starts at most ``limit`` words from the end of the previous one."""
+    return limit >= 0 and abs(s - (pend + 1)) > limit
+
+
+@njit(cache=True, inline="always")
+def _strands_first_gap(s, e, first_gap, limit):
+    """Moses' ``SearchNormal``: a phrase not at the first gap must end within ``limit`` words of
+    it, or the gap could no longer be reached."""
+    return limit >= 0 and s != first_gap and e + 1 - first_gap > limit
+
+
+@njit(cache=True, inline="always")
+def _cover(cov, out, s, e):
+    """``out`` = the coverage ``cov`` with words s..e covered; returns its hash."""
+    for i in range(cov.shape[0]):
+        out[i] = cov[i]
+    for p in range(s, e + 1):
+        out[p >> 6] |= np.uint64(1) << np.uint64(p & 63)
+    h = np.uint64(0)
+    for i in range(out.shape[0]):
+        h = mix_in(h, out[i])
+    return h
+
+
+@njit(cache=True, inline="always")
+def _future_after(fut, fc, a, b, s, e):
+    """The future cost once [s, e] of the gap [a, b) is covered: the gap's estimate gives way to
+    those of what is left of it (Koehn 2004)."""
+    return fut - fc[a, b] + fc[a, s] + fc[e + 1, b]
 
 
 @njit(cache=True, inline="always")
@@ -295,20 +537,72 @@ def _orientation(pstart, pend, s, e):
 
 
 @njit(cache=True, inline="always")
-def _same(h_int, h_cov, h, cov, w, full, pstart, pend, fwd, tpos, state):
-    """Whether hypothesis ``h`` has this recombination state."""
-    if h_int[h, LMS] != state or h_int[h, TPOS] != tpos:
+def _span_score(score, lopt, ori, dist, scoring, reordering):
+    """A hypothesis' score plus what each option of a span adds after it: the distortion penalty
+    and the previous option's forward reordering score of the orientation (none after the
+    empty hypothesis, ``lopt`` < 0)."""
+    w_dist = scoring.distortion
+    forward = scoring.reordering[3 + ori] * reordering[lopt, 3 + ori]
+    base = score - w_dist * dist
+    if lopt >= 0:
+        base += forward
+    return base
+
+
+@njit(cache=True, inline="always")
+def _fits_reference(tgt, lo, t_len, tpos, complete, ref):
+    """Forced decoding: the option's words ``tgt[lo:lo+t_len]`` continue the reference at ``tpos``
+    and end it exactly when the hypothesis is complete."""
+    if tpos + t_len > ref.shape[0] or complete != (tpos + t_len == ref.shape[0]):
         return False
-    if full and (h_int[h, PEND] != pend or h_int[h, PSTART] != pstart or h_int[h, FWD] != fwd):
-        return False
-    for i in range(w):
-        if h_cov[h, i] != cov[i]:
+    for q in range(t_len):
+        if tgt[lo + q] != ref[tpos + q]:
             return False
     return True
 
 
 @njit(cache=True, inline="always")
+def _end_score(scoring, options, o, end_ori):
+    """The last option's forward reordering score of its orientation w.r.t. the sentence end."""
+    return scoring.reordering[3 + end_ori] * options.reordering[o, 3 + end_ori]
+
+
+@njit(cache=True, inline="always")
+def _bound(partial, scoring, options, o, complete, end_ori, fut):
+    """An upper bound of the score + future cost of an expansion: its LM score bounded by the best
+    probability of each word in any context, so that one below the stack's threshold is
+    discarded before any LM lookup."""
+    w_lm = scoring.lm
+    lm_bound = options.lm_bound[o]
+    eos_bound = scoring.eos_bound
+    end = _end_score(scoring, options, o, end_ori)
+    bound = partial + w_lm * lm_bound
+    if complete:
+        bound += w_lm * eos_bound
+        if scoring.end_orientation:
+            bound += end
+    else:
+        bound += fut
+    return bound
+
+
+@njit(cache=True, inline="always")
+def _estimate(scoring, options, o, complete, end_ori, fut, eos_lp):
+    """A new hypothesis' FUT: its future cost ``fut``, or for a complete one the exact score
+    of its goal edge (``</s>`` and, if scored, the end orientation)."""
+    w_lm = scoring.lm
+    end = _end_score(scoring, options, o, end_ori)
+    if not complete:
+        return fut
+    goal = w_lm * eos_lp
+    if scoring.end_orientation:
+        goal += end
+    return goal
+
+
+@njit(cache=True, inline="always")
 def _state_hash(cov_hash, full, pstart, pend, fwd, tpos, state):
+    """Hash of a recombination state (see :func:`_same_state`)."""
     h = mix_in(cov_hash, tpos)
     if full:
         h = mix_in(h, pstart + 1)
@@ -317,73 +611,220 @@ def _state_hash(cov_hash, full, pstart, pend, fwd, tpos, state):
     return mix_in(h, state)
 
 
-@njit(cache=True)
-def _rebuild_table(k, st_mem, st_cnt, st_tab, h_cov, w):
-    st_tab[k, :] = -1
-    mask = st_tab.shape[1] - 1
-    for i in range(st_cnt[k]):
-        h = st_mem[k, i]
-        slot = np.int64(h_cov[h, w] & np.uint64(mask))
-        while st_tab[k, slot] >= 0:
-            slot = (slot + 1) & mask
-        st_tab[k, slot] = h
+@njit(cache=True, inline="always")
+def _same_state(h_ints, h_cov, h, cov, full, pstart, pend, fwd, tpos, state):
+    """Whether hypothesis ``h`` has this recombination state: coverage, target position, LM state
+    and, unless ``full`` is off (a complete hypothesis), the last span and its forward class."""
+    if h_ints[h, LMS] != state or h_ints[h, TPOS] != tpos:
+        return False
+    if full and (h_ints[h, PEND] != pend or h_ints[h, PSTART] != pstart or h_ints[h, FWD] != fwd):
+        return False
+    for i in range(cov.shape[0]):
+        if h_cov[h, i] != cov[i]:
+            return False
+    return True
+
+
+@njit(cache=True, inline="always")
+def _find(table, h_ints, h_cov, k, hsh, cov, full, pstart, pend, fwd, tpos, state):
+    """The hypothesis of stack k with this recombination state (hash ``hsh``), or -1, and the
+    slot of stack k's ``table`` where it is or a new one goes."""
+    w = cov.shape[0]
+    mask = table.shape[1] - 1
+    slot = np.int64(hsh & np.uint64(mask))
+    while table[k, slot] >= 0:
+        cand = table[k, slot]
+        if h_cov[cand, w] == hsh and _same_state(h_ints, h_cov, cand, cov, full, pstart, pend, fwd, tpos, state):
+            return cand, slot
+        slot = (slot + 1) & mask
+    return -1, slot
+
+
+@njit(cache=True, inline="always")
+def _add_arc(arcs, a, tail, head, o, lm):
+    """Arc ``a``: tail, head, option, LM score."""
+    arcs.ints[a, TAIL] = tail
+    arcs.ints[a, HEAD] = head
+    arcs.ints[a, OPT] = o
+    arcs.lm[a] = lm
+
+
+@njit(cache=True, inline="always")
+def _beam(best, worst, total, log_beam):
+    """A stack's best score + future cost and threshold once it has met ``total``: a new best
+    raises the beam threshold (Moses' ``HypothesisStackNormal``)."""
+    if total > best:
+        best = total
+        if total + log_beam > worst:
+            worst = total + log_beam
+    return best, worst
+
+
+@njit(cache=True, inline="always")
+def _set_best_arc(hyps, h, arc, score):
+    """Recombination (Koehn 2004): a better arc into hypothesis h becomes its best, with its score."""
+    hyps.floats[h, SCORE] = score
+    hyps.ints[h, BEST] = arc
+
+
+@njit(cache=True, inline="always")
+def _add_hypothesis(hyps, h, s, e, o, fwd, k, tpos, state, arc, score, fut, cov, hsh):
+    """Row h of the arena: the hypothesis that option o on [s, e] makes by arc ``arc``."""
+    hyps.ints[h, PSTART] = s
+    hyps.ints[h, PEND] = e
+    hyps.ints[h, LOPT] = o
+    hyps.ints[h, FWD] = fwd
+    hyps.ints[h, NCOV] = k
+    hyps.ints[h, TPOS] = tpos
+    hyps.ints[h, LMS] = state
+    hyps.ints[h, BEST] = arc
+    hyps.ints[h, ALIVE] = 1
+    hyps.floats[h, SCORE] = score
+    hyps.floats[h, FUT] = fut
+    for i in range(cov.shape[0]):
+        hyps.cov[h, i] = cov[i]
+    hyps.cov[h, cov.shape[0]] = hsh
 
 
 @njit(cache=True)
-def _prune(k, keep, log_beam, st_mem, st_cnt, st_tab, st_worst, h_int, h_flt, h_cov, w, stats):
-    """Keep the ``keep`` best hypotheses of stack k whose score + future cost is within
-    ``log_beam`` of the best (Moses' ``PruneToSize``), sorted best first."""
-    m = st_cnt[k]
+def _grow_hypotheses(hyps, need):
+    """The arena grown to room for ``need`` hypotheses."""
+    return Hypotheses(grow_rows(hyps.ints, need), grow_rows(hyps.floats, need), grow_rows(hyps.cov, need))
+
+
+@njit(cache=True)
+def _grow_arcs(arcs, need):
+    """The arcs grown to room for ``need``."""
+    return Arcs(grow_rows(arcs.ints, need), grow(arcs.lm, need))
+
+
+@njit(cache=True)
+def _new_stacks(n, stack_size):
+    """Empty stacks 0..n with room for 2 x ``stack_size`` hypotheses (up to 1024; they grow)."""
+    cap = 16
+    while cap < 2 * stack_size and cap < 1024:
+        cap *= 2
+    return Stacks(np.empty((n + 1, cap), np.int32), np.zeros(n + 1, np.int64), np.full((n + 1, 4 * cap), -1, np.int32),
+                  np.full(n + 1, -np.inf), np.full(n + 1, -np.inf))
+
+
+@njit(cache=True)
+def _rebuild_table(stacks, k, h_cov):
+    """Stack k's recombination table anew from its hypotheses' state hashes."""
+    stacks.table[k, :] = -1
+    w = h_cov.shape[1] - 1
+    for i in range(stacks.count[k]):
+        h = stacks.mem[k, i]
+        stacks.table[k, _free_slot(stacks.table[k], h_cov[h, w])] = h
+
+
+@njit(cache=True)
+def _stack_room(stacks, k, room, h_cov):
+    """The stacks with room for ``room`` more hypotheses in each stack after k: as they are, or
+    with their capacity doubled until then and their tables rebuilt."""
+    rows, cap = stacks.mem.shape
+    need = 0
+    for kk in range(k + 1, rows):
+        need = max(need, stacks.count[kk] + room)
+    if need <= cap:
+        return stacks
+    new_cap = 2 * cap
+    while new_cap < need:
+        new_cap *= 2
+    mem = np.empty((rows, new_cap), np.int32)
+    mem[:, :cap] = stacks.mem
+    grown = Stacks(mem, stacks.count, np.full((rows, 4 * new_cap), -1, np.int32), stacks.best, stacks.worst)
+    for kk in range(rows):
+        _rebuild_table(grown, kk, h_cov)
+    return grown
+
+
+@njit(cache=True, inline="always")
+def _push(stacks, k, h, slot):
+    """Hypothesis h into stack k, at the recombination table's ``slot`` (from :func:`_find`)."""
+    stacks.mem[k, stacks.count[k]] = h
+    stacks.count[k] += 1
+    stacks.table[k, slot] = h
+
+
+@njit(cache=True)
+def _prune(stacks, k, limits, hyps, stats):
+    """Keep the ``stack_size`` best hypotheses of stack k whose score + future cost is within
+    ``log_beam`` of the best (Moses' ``HypothesisStackNormal::PruneToSize``), sorted best first."""
+    m = stacks.count[k]
     if m == 0:
         return
+    keep = limits.stack_size
     totals = np.empty(m)
     for i in range(m):
-        h = st_mem[k, i]
-        totals[i] = h_flt[h, SCORE] + h_flt[h, FUT]
+        h = stacks.mem[k, i]
+        totals[i] = hyps.floats[h, SCORE] + hyps.floats[h, FUT]
     order = np.argsort(-totals, kind="mergesort")
-    threshold = totals[order[0]] + log_beam
+    threshold = totals[order[0]] + limits.log_beam
     kept_hyps = np.empty(m, np.int32)
     kept = 0
     last = totals[order[0]]
     for i in range(m):
         j = order[i]
-        h = st_mem[k, j]
+        h = stacks.mem[k, j]
         if kept < keep and totals[j] >= threshold:
             kept_hyps[kept] = h
             kept += 1
             last = totals[j]
         else:
-            h_int[h, ALIVE] = 0
+            hyps.ints[h, ALIVE] = 0
             stats[ST_PRUNED] += 1
-    st_mem[k, :kept] = kept_hyps[:kept]
-    st_cnt[k] = kept
-    if kept == keep and kept < m and last > st_worst[k]:
-        st_worst[k] = last
-    _rebuild_table(k, st_mem, st_cnt, st_tab, h_cov, w)
+    stacks.mem[k, :kept] = kept_hyps[:kept]
+    stacks.count[k] = kept
+    if kept == keep and kept < m and last > stacks.worst[k]:
+        stacks.worst[k] = last
+    _rebuild_table(stacks, k, hyps.cov)
+
+
+@njit(cache=True)
+def _seed(t, n, fc, scoring, reference, hyps, stacks, states, state0):
+    """The empty hypothesis (row 0, LM state ``state0`` after ``<s>``), put in stack 0 unless
+    nothing can follow it."""
+    w = hyps.cov.shape[1] - 1
+    hyps.ints[0, :] = -1
+    hyps.ints[0, NCOV] = 0
+    hyps.ints[0, TPOS] = 0
+    hyps.ints[0, LMS] = state0
+    hyps.ints[0, ALIVE] = 1
+    hyps.floats[0, SCORE] = 0.0
+    if n > 0:
+        hyps.floats[0, FUT] = fc[0, n]
+    else:
+        lp, _, _ = score_word(t, states.words[state0], states.backs[state0], states.length[state0], t.eos,
+                              states.next_words, states.next_backs)
+        hyps.floats[0, FUT] = scoring.lm * lp
+        if reference.forced and reference.words.shape[0] > 0:
+            hyps.floats[0, FUT] = -np.inf
+    hyps.cov[0, w] = _state_hash(mix_in(np.uint64(0), 0), False, -1, -1, -1, 0, state0)
+    if hyps.floats[0, FUT] > -np.inf:
+        stacks.mem[0, 0] = 0
+        stacks.count[0] = 1
+        _rebuild_table(stacks, 0, hyps.cov)
 
 
 @njit(cache=True, nogil=True)
-def search(t, n, o_start, o_end, o_static, o_reo, o_fwd, o_lm_off, o_lm_ids, o_inner, o_st_words,
-           o_st_backs, o_st_len, o_lm_bound, eos_bound, o_tgt_off, o_tgt, span_lo, span_hi, fc, w_reo, w_dist,
-           w_lm, stack_size, log_beam, dist_limit, forced, ref, end_orientation, cache):
+def search(t, n, fc, options, scoring, limits, reference, cache):
     """Beam search over stacks of hypotheses by number of covered source words.
+
+    For each stack, for each of its hypotheses (after pruning), for each uncovered span the
+    distortion limit allows and each option of the span: the forced-decoding filter, the
+    score without the LM and its upper bound, the LM extension, then recombination with the
+    hypothesis of the same state in the stack it goes to, or a new hypothesis.
 
     Parameters
     ----------
     t : LMTables
     n : source length
-    o_* : translation options sorted by span; ``o_start``/``o_end`` (exclusive) source span,
-        ``o_static`` w . (TM, word, phrase and unknown-word penalties), ``o_reo`` the six
-        reordering log probabilities, ``o_fwd`` the class of the forward three, ``o_lm_*``
-        LM ids (CSR), ``o_inner``/``o_st_*`` from :func:`phrase_lm`, ``o_lm_bound`` an upper
-        bound of the option's LM score in any context (``eos_bound`` of ``</s>``), ``o_tgt_*`` target ids
-    span_lo, span_hi : int64[n, L], options of span (i, length l) are ``span_lo[i, l-1]:span_hi[i, l-1]``
     fc : float64[n+1, n+1] future costs (:func:`future_costs`)
-    w_reo : float64[6], w_dist, w_lm : weights (``w_lm`` per log10 unit, i.e. times ln 10)
-    stack_size : histogram pruning; log_beam : log of the beam threshold (-inf: none)
-    dist_limit : distortion limit (< 0: none)
-    forced, ref : constrain the target to ``ref`` (ids as ``o_tgt``)
-    end_orientation : score the last phrase's forward orientation w.r.t. the sentence end
+    options : SearchOptions
+    scoring : Scoring
+    limits : Limits
+    reference : Reference
     cache : the transition cache (:func:`transition_cache`)
 
     Returns
@@ -391,303 +832,150 @@ def search(t, n, o_start, o_end, o_static, o_reo, o_fwd, o_lm_off, o_lm_ids, o_i
     h_int, h_flt, h_cov, e_int, e_lm (trimmed), st_mem, st_cnt (every stack pruned and sorted
     best first), s_w, s_b, s_len (the LM states), stats int64[N_STATS]
     """
-    c = o_st_words.shape[1]
     w = max(1, (n + 63) // 64)
-    ref_len = ref.shape[0]
     stats = np.zeros(N_STATS, np.int64)
-    early = w_lm >= 0.0
+    early = scoring.lm >= 0.0
+    log_beam = limits.log_beam
+    forced, ref = reference.forced, reference.words
     for i in range(cache.shape[0]):
         cache[i].key = -1
-
-    cap = 16
-    while cap < 2 * stack_size and cap < 1024:
-        cap *= 2
-    st_mem = np.empty((n + 1, cap), np.int32)
-    st_cnt = np.zeros(n + 1, np.int64)
-    st_tab = np.full((n + 1, 4 * cap), -1, np.int32)
-    st_best = np.full(n + 1, -np.inf)
-    st_worst = np.full(n + 1, -np.inf)
-
-    h_int = np.empty((1024, NI), np.int32)
-    h_flt = np.empty((1024, NF), np.float64)
-    h_cov = np.zeros((1024, w + 1), np.uint64)
-    e_int = np.empty((4096, 3), np.int32)
-    e_lm = np.empty(4096, np.float64)
+    stacks = _new_stacks(n, limits.stack_size)
+    hyps = Hypotheses(np.empty((1024, NI), np.int32), np.empty((1024, NF), np.float64),
+                      np.zeros((1024, w + 1), np.uint64))
+    arcs = Arcs(np.empty((4096, 3), np.int32), np.empty(4096, np.float64))
+    c = options.lm_state_words.shape[1]
+    n_opt = options.start.shape[0]
+    o_state, states, n_states = _option_states(options, _new_lm_states(c))
+    states = _lm_room(states, n_states + 1)
+    length0 = begin_state(t, states.next_words, states.next_backs)
+    state0, n_states = _intern(states, n_states, states.next_words, states.next_backs, length0)
+    _seed(t, n, fc, scoring, reference, hyps, stacks, states, state0)
+    n_hyp = 1
     n_arc = 0
-
-    s_w = np.empty((1024, c), np.int32)
-    s_b = np.empty((1024, c), np.float64)
-    s_len = np.empty(1024, np.int32)
-    s_hash = np.empty(1024, np.uint64)
-    s_tab = np.full(4096, -1, np.int32)
-    n_states = 0
-    aw = np.empty(c, np.int32)
-    ab = np.empty(c, np.float64)
-    bw = np.empty(c, np.int32)
-    bb = np.empty(c, np.float64)
     hc = np.empty(w, np.uint64)
     nc = np.empty(w, np.uint64)
     gap_lo = np.empty(max(n, 1), np.int64)
     gap_hi = np.empty(max(n, 1), np.int64)
 
-    # the final LM state of every option of at least C words, and the state after <s>
-    n_opt = o_start.shape[0]
-    o_state = np.full(n_opt, -1, np.int64)
-    for o in range(n_opt):
-        if o_lm_off[o + 1] - o_lm_off[o] >= c:
-            o_state[o], s_w, s_b, s_len, s_hash, s_tab, n_states = _intern(
-                o_st_words[o], o_st_backs[o], o_st_len[o], s_w, s_b, s_len, s_hash, s_tab, n_states)
-    length0 = begin_state(t, aw, ab)
-    state0, s_w, s_b, s_len, s_hash, s_tab, n_states = _intern(aw, ab, length0, s_w, s_b, s_len, s_hash,
-                                                               s_tab, n_states)
-
-    # the empty hypothesis
-    h_int[0, :] = -1
-    h_int[0, NCOV] = 0
-    h_int[0, TPOS] = 0
-    h_int[0, LMS] = state0
-    h_int[0, ALIVE] = 1
-    h_flt[0, SCORE] = 0.0
-    if n > 0:
-        h_flt[0, FUT] = fc[0, n]
-    else:
-        lp, _, _ = score_word(t, aw, ab, length0, t.eos, bw, bb)
-        h_flt[0, FUT] = w_lm * lp
-        if forced and ref_len > 0:
-            h_flt[0, FUT] = -np.inf
-    h_cov[0, w] = _state_hash(mix_in(np.uint64(0), 0), False, -1, -1, -1, 0, state0)
-    n_hyp = 1
-    if h_flt[0, FUT] > -np.inf:
-        st_mem[0, 0] = 0
-        st_cnt[0] = 1
-        _rebuild_table(0, st_mem, st_cnt, st_tab, h_cov, w)
-
     for k in range(n):
-        if st_cnt[k] == 0:
+        if stacks.count[k] == 0:
             continue
-        _prune(k, stack_size, log_beam, st_mem, st_cnt, st_tab, st_worst, h_int, h_flt, h_cov, w, stats)
-        for member in range(st_cnt[k]):
-            tail = st_mem[k, member]
-            pstart = h_int[tail, PSTART]
-            pend = h_int[tail, PEND]
-            lopt = h_int[tail, LOPT]
-            tpos = h_int[tail, TPOS]
-            tail_state = h_int[tail, LMS]
+        _prune(stacks, k, limits, hyps, stats)
+        for member in range(stacks.count[k]):
+            tail = stacks.mem[k, member]
+            pstart = hyps.ints[tail, PSTART]
+            pend = hyps.ints[tail, PEND]
+            lopt = hyps.ints[tail, LOPT]
+            tpos = hyps.ints[tail, TPOS]
+            tail_state = hyps.ints[tail, LMS]
             for i in range(w):
-                hc[i] = h_cov[tail, i]
-            score = h_flt[tail, SCORE]
-            fut_old = h_flt[tail, FUT]
-            # gaps of the coverage and the first one
-            first_gap = n
-            i = 0
-            while i < n:
-                if _covered(hc, i):
-                    i += 1
-                    continue
-                j = i
-                while j < n and not _covered(hc, j):
-                    j += 1
-                if first_gap == n:
-                    first_gap = i
-                for p in range(i, j):
-                    gap_lo[p] = i
-                    gap_hi[p] = j
-                i = j
+                hc[i] = hyps.cov[tail, i]
+            score = hyps.floats[tail, SCORE]
+            fut_old = hyps.floats[tail, FUT]
+            # room for what its expansions may add: an arc and a hypothesis per option, C + 1 LM states
+            if n_hyp + n_opt > hyps.ints.shape[0]:
+                hyps = _grow_hypotheses(hyps, n_hyp + n_opt)
+            if n_arc + n_opt > arcs.ints.shape[0]:
+                arcs = _grow_arcs(arcs, n_arc + n_opt)
+            if _lacks_room(states, n_states + (c + 1) * n_opt):
+                states = _lm_room(states, n_states + (c + 1) * n_opt)
+            if stacks.mem.shape[1] < 2 * limits.stack_size:  # a stack may outgrow its room (sizes > 512)
+                stacks = _stack_room(stacks, k, n_opt, hyps.cov)
+            first_gap = _coverage_gaps(hc, n, gap_lo, gap_hi)
             for s in range(first_gap, n):
                 if _covered(hc, s):
                     continue
-                dist = abs(s - (pend + 1))
-                if dist_limit >= 0 and dist > dist_limit:
+                if _too_far(s, pend, limits.distortion_limit):
                     if s > pend + 1:
                         break
                     continue
-                for length in range(1, span_lo.shape[1] + 1):
+                for length in range(1, options.span_lo.shape[1] + 1):
                     e = s + length - 1
-                    if e >= n or _covered(hc, e):
+                    if e >= n or _covered(hc, e) or _strands_first_gap(s, e, first_gap, limits.distortion_limit):
                         break
-                    # Moses: a phrase not at the first gap must leave it reachable
-                    if dist_limit >= 0 and s != first_gap and e + 1 - first_gap > dist_limit:
-                        break
-                    lo = span_lo[s, length - 1]
-                    hi = span_hi[s, length - 1]
+                    lo = options.span_lo[s, length - 1]
+                    hi = options.span_hi[s, length - 1]
                     if lo == hi:
                         continue
                     ori = _orientation(pstart, pend, s, e)
-                    a = gap_lo[s]
-                    b = gap_hi[s]
-                    fut_new = fut_old - fc[a, b] + fc[a, s] + fc[e + 1, b]
+                    fut_new = _future_after(fut_old, fc, gap_lo[s], gap_hi[s], s, e)
                     if fut_new == -np.inf or fut_new != fut_new:
                         continue
-                    for i in range(w):
-                        nc[i] = hc[i]
-                    for p in range(s, e + 1):
-                        nc[p >> 6] |= np.uint64(1) << np.uint64(p & 63)
-                    cov_hash = np.uint64(0)
-                    for i in range(w):
-                        cov_hash = mix_in(cov_hash, nc[i])
+                    cov_hash = _cover(hc, nc, s, e)
                     k2 = k + length
                     complete = k2 == n
-                    full = not complete or end_orientation
+                    full = not complete or scoring.end_orientation
                     end_ori = MONO if e == n - 1 else DISC
-                    base = score - w_dist * dist
-                    if lopt >= 0:
-                        base += w_reo[3 + ori] * o_reo[lopt, 3 + ori]
+                    base = _span_score(score, lopt, ori, abs(s - (pend + 1)), scoring, options.reordering)
                     for o in range(lo, hi):
-                        t_lo = o_tgt_off[o]
-                        t_len = o_tgt_off[o + 1] - t_lo
-                        tpos2 = tpos + t_len
-                        if forced:
-                            if tpos2 > ref_len or (complete != (tpos2 == ref_len)):
-                                continue
-                            ok = True
-                            for q in range(t_len):
-                                if o_tgt[t_lo + q] != ref[tpos + q]:
-                                    ok = False
-                                    break
-                            if not ok:
-                                continue
+                        t_lo = options.tgt_offsets[o]
+                        t_len = options.tgt_offsets[o + 1] - t_lo
+                        if forced and not _fits_reference(options.tgt, t_lo, t_len, tpos, complete, ref):
+                            continue
                         stats[ST_EXPANSIONS] += 1
-                        partial = base + o_static[o] + w_reo[ori] * o_reo[o, ori]
-                        if early:
-                            # discard before the LM lookups when even the best LM score is too low
-                            bound = partial + w_lm * o_lm_bound[o]
-                            if complete:
-                                bound += w_lm * eos_bound
-                                if end_orientation:
-                                    bound += w_reo[3 + end_ori] * o_reo[o, 3 + end_ori]
-                            else:
-                                bound += fut_new
-                            if bound + _BOUND_SLACK < st_worst[k2]:
-                                stats[ST_DISCARDED] += 1
-                                stats[ST_EARLY] += 1
-                                continue
-                        # language model: the first C words see the tail's context
-                        cur = tail_state
+                        partial = base + options.static[o] + scoring.reordering[ori] * options.reordering[o, ori]
+                        if early and (_bound(partial, scoring, options, o, complete, end_ori, fut_new)
+                                      + _BOUND_SLACK < stacks.worst[k2]):
+                            stats[ST_DISCARDED] += 1
+                            stats[ST_EARLY] += 1
+                            continue
+                        # the LM extension: the first C words see the tail's context, the rest and the
+                        # state after them are the option's own; then </s> after a complete hypothesis
+                        state = tail_state
                         lm = 0.0
                         eos_lp = 0.0
                         m = t_len if t_len < c else c
                         for q in range(m + 1 if complete else m):
-                            word = o_lm_ids[o_lm_off[o] + q] if q < m else t.eos
-                            if q == m:
-                                # </s> after a complete hypothesis' phrase (its state is final)
-                                if t_len >= c:
-                                    cur = o_state[o]
+                            word = options.lm_ids[t_lo + q] if q < m else t.eos
+                            if q == m and t_len >= c:
+                                state = o_state[o]
                             stats[ST_LM_CALLS] += 1
-                            slot, key = _transition_slot(cur, word, cache)
-                            entry = cache[slot]
-                            if entry.key == key:
-                                lp = entry.logprob
-                                nxt = entry.next
-                            else:
+                            hit, lp, nxt = _cached(cache, state, word)
+                            if not hit:
                                 stats[ST_LM_MISSES] += 1
-                                for i in range(c):
-                                    aw[i] = s_w[cur, i]
-                                    ab[i] = s_b[cur, i]
-                                lp, _, nl = score_word(t, aw, ab, s_len[cur], word, bw, bb)
-                                nxt, s_w, s_b, s_len, s_hash, s_tab, n_states = _intern(
-                                    bw, bb, nl, s_w, s_b, s_len, s_hash, s_tab, n_states)
-                                entry.key = key
-                                entry.logprob = lp
-                                entry.next = nxt
+                                lp, nxt, n_states = _lm_transition(t, cache, states, n_states, state, word)
                             if q < m:
                                 lm += lp
-                                cur = nxt
+                                state = nxt
                             else:
                                 eos_lp = lp
-                        state = cur
                         if t_len >= c:
-                            lm += o_inner[o]
+                            lm += options.lm_inner[o]
                             state = o_state[o]
-                        new_score = partial + w_lm * lm
-                        if complete:
-                            fut = w_lm * eos_lp
-                            if end_orientation:
-                                fut += w_reo[3 + end_ori] * o_reo[o, 3 + end_ori]
-                        else:
-                            fut = fut_new
+                        new_score = partial + scoring.lm * lm
+                        fut = _estimate(scoring, options, o, complete, end_ori, fut_new, eos_lp)
                         total = new_score + fut
-                        if total < st_worst[k2]:
+                        if total < stacks.worst[k2]:
                             stats[ST_DISCARDED] += 1
                             continue
-                        fwd = o_fwd[o]
+                        # recombination with the hypothesis of the same state in stack k2, or a new one
+                        fwd = options.fwd_class[o]
+                        tpos2 = tpos + t_len
                         hsh = _state_hash(cov_hash, full, s, e, fwd, tpos2, state)
-                        mask = st_tab.shape[1] - 1
-                        slot = np.int64(hsh & np.uint64(mask))
-                        found = -1
-                        while st_tab[k2, slot] >= 0:
-                            cand = st_tab[k2, slot]
-                            if h_cov[cand, w] == hsh and _same(h_int, h_cov, cand, nc, w, full, s, e, fwd, tpos2,
-                                                               state):
-                                found = cand
-                                break
-                            slot = (slot + 1) & mask
-                        if n_arc == e_int.shape[0]:
-                            e_int = grow_rows(e_int, n_arc + 1)
-                            e_lm = grow(e_lm, n_arc + 1)
-                        e_int[n_arc, TAIL] = tail
-                        e_int[n_arc, OPT] = o
-                        e_lm[n_arc] = lm
+                        found, slot = _find(stacks.table, hyps.ints, hyps.cov, k2, hsh, nc, full, s, e, fwd, tpos2,
+                                            state)
+                        _add_arc(arcs, n_arc, tail, found if found >= 0 else n_hyp, o, lm)
                         if found >= 0:
                             stats[ST_RECOMBINED] += 1
-                            e_int[n_arc, HEAD] = found
-                            if new_score > h_flt[found, SCORE]:
-                                h_flt[found, SCORE] = new_score
-                                h_int[found, BEST] = n_arc
-                                if total > st_best[k2]:
-                                    st_best[k2] = total
-                                    if total + log_beam > st_worst[k2]:
-                                        st_worst[k2] = total + log_beam
-                            n_arc += 1
-                            continue
-                        # a new hypothesis
-                        if n_hyp == h_int.shape[0]:
-                            h_int = grow_rows(h_int, n_hyp + 1)
-                            h_flt = grow_rows(h_flt, n_hyp + 1)
-                            h_cov = grow_rows(h_cov, n_hyp + 1)
-                        hid = n_hyp
-                        n_hyp += 1
-                        stats[ST_CREATED] += 1
-                        h_int[hid, PSTART] = s
-                        h_int[hid, PEND] = e
-                        h_int[hid, LOPT] = o
-                        h_int[hid, FWD] = fwd
-                        h_int[hid, NCOV] = k2
-                        h_int[hid, TPOS] = tpos2
-                        h_int[hid, LMS] = state
-                        h_int[hid, BEST] = n_arc
-                        h_int[hid, ALIVE] = 1
-                        h_flt[hid, SCORE] = new_score
-                        h_flt[hid, FUT] = fut
-                        for i in range(w):
-                            h_cov[hid, i] = nc[i]
-                        h_cov[hid, w] = hsh
-                        e_int[n_arc, HEAD] = hid
+                            if new_score > hyps.floats[found, SCORE]:
+                                _set_best_arc(hyps, found, n_arc, new_score)
+                                stacks.best[k2], stacks.worst[k2] = _beam(stacks.best[k2], stacks.worst[k2], total,
+                                                                          log_beam)
+                        else:
+                            stats[ST_CREATED] += 1
+                            _add_hypothesis(hyps, n_hyp, s, e, o, fwd, k2, tpos2, state, n_arc, new_score, fut, nc,
+                                            hsh)
+                            _push(stacks, k2, n_hyp, slot)
+                            stacks.best[k2], stacks.worst[k2] = _beam(stacks.best[k2], stacks.worst[k2], total,
+                                                                      log_beam)
+                            n_hyp += 1
+                            if stacks.count[k2] > 2 * limits.stack_size - 1:
+                                _prune(stacks, k2, limits, hyps, stats)
                         n_arc += 1
-                        if st_cnt[k2] == st_mem.shape[1]:
-                            new_cap = 2 * st_mem.shape[1]
-                            grown = np.empty((n + 1, new_cap), np.int32)
-                            grown[:, :st_mem.shape[1]] = st_mem
-                            st_mem = grown
-                            st_tab = np.full((n + 1, 4 * new_cap), -1, np.int32)
-                            for kk in range(n + 1):
-                                _rebuild_table(kk, st_mem, st_cnt, st_tab, h_cov, w)
-                            mask = st_tab.shape[1] - 1
-                            slot = np.int64(hsh & np.uint64(mask))
-                            while st_tab[k2, slot] >= 0:
-                                slot = (slot + 1) & mask
-                        st_mem[k2, st_cnt[k2]] = hid
-                        st_cnt[k2] += 1
-                        st_tab[k2, slot] = hid
-                        if total > st_best[k2]:
-                            st_best[k2] = total
-                            if total + log_beam > st_worst[k2]:
-                                st_worst[k2] = total + log_beam
-                        if st_cnt[k2] > 2 * stack_size - 1:
-                            _prune(k2, stack_size, log_beam, st_mem, st_cnt, st_tab, st_worst, h_int, h_flt,
-                                   h_cov, w, stats)
-    _prune(n, stack_size, log_beam, st_mem, st_cnt, st_tab, st_worst, h_int, h_flt, h_cov, w, stats)
-    return (h_int[:n_hyp], h_flt[:n_hyp], h_cov[:n_hyp], e_int[:n_arc], e_lm[:n_arc], st_mem, st_cnt,
-            s_w[:n_states], s_b[:n_states], s_len[:n_states], stats)
+    _prune(stacks, n, limits, hyps, stats)
+    return (hyps.ints[:n_hyp], hyps.floats[:n_hyp], hyps.cov[:n_hyp], arcs.ints[:n_arc], arcs.lm[:n_arc],
+            stacks.mem, stacks.count, states.words[:n_states], states.backs[:n_states], states.length[:n_states],
+            stats)
 
 
 @njit(cache=True, nogil=True)

@@ -241,14 +241,16 @@ class Decoder:
         static = options.dense @ w
         if options.sparse_score is not None:
             static = static + options.sparse_score
+        search_options = _kernels.SearchOptions(
+            options.start, options.end, static, options.reordering, options.fwd_class, options.tgt_offsets,
+            options.tgt, options.lm_ids, options.lm_inner, options.lm_state_words, options.lm_state_backs,
+            options.lm_state_len, options.lm_bound, options.span_lo, options.span_hi)
+        scoring = _kernels.Scoring(w_reo, float(w[ROLE_COLS[6]]), float(w[LM_COL] * math.log(10.0)),
+                                   float(model.lm_bounds[model.lm.tables.eos]), self.score_end_orientation)
+        limits = _kernels.Limits(self.stack_size, log_beam, self.distortion_limit)
         (h_int, h_flt, _, e_int, e_lm, st_mem, st_cnt, s_w, s_b, s_len, stats) = _kernels.search(
-            model.lm.tables, n, options.start, options.end, static, options.reordering, options.fwd_class,
-            options.tgt_offsets, options.lm_ids, options.lm_inner, options.lm_state_words,
-            options.lm_state_backs, options.lm_state_len, options.lm_bound, model.lm_bounds[model.lm.tables.eos],
-            options.tgt_offsets, options.tgt,
-            options.span_lo, options.span_hi, fc, w_reo, float(w[ROLE_COLS[6]]),
-            float(w[LM_COL] * math.log(10.0)), self.stack_size, log_beam, self.distortion_limit,
-            forced, ref, self.score_end_orientation, self._transition_cache())
+            model.lm.tables, n, fc, search_options, scoring, limits, _kernels.Reference(forced, ref),
+            self._transition_cache())
         t_search = time.perf_counter()
 
         (n_nodes, in_offsets, tails, tail_offsets, feat_offsets, feat_ids, feat_values, tmpl_offsets, tmpl,
