@@ -9,7 +9,9 @@
 - cdec's JSON forest format (:mod:`.cdec_json`);
 - networkx and Graphviz DOT export (:mod:`.draw`).
 
-The numba kernels are in :mod:`._kernels`.
+The numba kernels, the forest core, are in :mod:`._kernels` (the traversals in the max-plus and log
+semirings, lazy k-best, the derivation walks), :mod:`._envelope_kernels` (the envelope semiring of
+hypergraph MERT) and :mod:`._batch_kernels` (the Viterbi BLEU of a dev set's forests, for the BO tuners).
 """
 
 from minismt.hypergraph.cdec_json import (dumps_cdec_json, loads_cdec_json, read_cdec_forests, read_cdec_json,

@@ -9,9 +9,14 @@ bottom-up traversal (:func:`inside`) and one top-down traversal
   stable ``logaddexp``.
 
 Nodes without incoming edges (lattice start nodes) get the semiring one (0), as
-in cdec. The lazy k-best search of Huang & Chiang (2005), Algorithm 3, is
-:func:`lazy_kbest`; the remaining kernels read derivations out (yields, edges,
-feature sums) and cut sub-forests.
+in cdec. The third semiring, the envelope (upper convex hull) semiring of
+hypergraph MERT, is :mod:`minismt.hypergraph._envelope_kernels`. The lazy k-best
+search of Huang & Chiang (2005), Algorithm 3, is :func:`lazy_kbest`. Every
+derivation, whichever algorithm made it (Viterbi back-pointers, a k-best
+derivation, an envelope line), is read out by the one yield walk
+(:func:`walk_yield`) and the one edge walk (:func:`walk_edges`); the remaining
+kernels sum a derivation's features and cut sub-forests. Every kernel takes
+edges with any number of tails.
 
 Arrays follow :class:`minismt.hypergraph.Hypergraph`: node ``v``'s incoming
 edges are ``in_offsets[v]:in_offsets[v+1]``; the tails of edge ``e`` are
