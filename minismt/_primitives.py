@@ -46,11 +46,15 @@ def grow_rows(a, need):
 
 @njit(cache=True)
 def logaddexp(a, b):
-    """``log(exp(a) + exp(b))`` without overflow; ``-inf`` if both are ``-inf``."""
-    m = max(a, b)
-    if m == -np.inf:
-        return m
-    return m + math.log1p(math.exp(-abs(a - b)))
+    """``log(exp(a) + exp(b))`` without overflow; ``-inf`` if both are ``-inf``. A ``-inf`` side
+    (an outside score not reached yet) returns the other at once, without ``exp`` and ``log1p``."""
+    if a == -np.inf:
+        return b
+    if b == -np.inf:
+        return a
+    if a > b:
+        return a + math.log1p(math.exp(b - a))
+    return b + math.log1p(math.exp(a - b))
 
 
 @njit(cache=True, inline="always")
