@@ -120,7 +120,7 @@ def update_results(results: list[dict], path: Path) -> None:
         if heading in text:
             start = text.index(heading) + 1
             end = text.find("\n## ", start)
-            text = text[:start] + section + (text[end + 1:] if end >= 0 else "")
+            text = text[:start] + section + ("\n" + text[end + 1:] if end >= 0 else "")
         else:
             text = text.rstrip("\n") + "\n\n" + section
     temporary = path.with_name(path.name + ".tmp")
