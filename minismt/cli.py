@@ -183,7 +183,6 @@ _SETTING_FLAGS = {"stack_size": "--stack", "beam_threshold": "--beam-threshold",
 
 def _decoder_settings(args, **values):
     """The command's :class:`~minismt.decode.DecoderSettings`; a bad value's error names its flag."""
-    from minismt.decode.settings import DecoderSettings
     return DecoderSettings.from_options(_SETTING_FLAGS, stack_size=args.stack, sparse_features=args.sparse_features,
                                         jobs=args.jobs, **values)
 

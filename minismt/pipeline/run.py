@@ -31,6 +31,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Callable
 
 from minismt import __version__
+from minismt.decode.settings import DecoderSettings
 from minismt.errors import InputError
 from minismt.io import atomic_write, file_sha256, json_sha256, read_lines, write_lines
 from minismt.manifest import load_manifest
@@ -394,7 +395,6 @@ class Pipeline:
         The systems not cached are decoded one after another (sharing the worker processes), so that each
         step's seconds are its own decoding and scoring time."""
         from minismt.metrics.evaluate import evaluate
-        from minismt.decode import DecoderSettings
         from minismt.parallel import DecodeJob, decode_chunk, decode_requests, process_pool, stop_pool
         s = self.config.test
         settings = DecoderSettings(stack_size=s["stack"], jobs=s["jobs"])
