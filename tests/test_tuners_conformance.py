@@ -84,6 +84,15 @@ def test_registry_rejects_unknown_names_and_parameters():
             tuners.get_tuner(name, not_a_parameter=1)
 
 
+def test_a_tuner_that_fits_on_a_decoder_must_be_an_online_tuner():
+    class Decodes(tuners.base.Tuner):
+        tags = tuners.base.TunerTags(fits_on="decoder")
+
+    with pytest.raises(TypeError, match="must subclass OnlineTuner"):
+        tuners.register("decodes-but-not-online")(Decodes)
+    assert "decodes-but-not-online" not in tuners.REGISTRY
+
+
 def kbest_with_gap():
     """Sentences 0 and 2 have hypotheses, sentence 1 has none (a decoder that failed on it)."""
     space = FeatureSpace(["good_0", "bad_0", "noise_0", "noise_1"])

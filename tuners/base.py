@@ -179,6 +179,8 @@ def register(name: str) -> Callable[[type[Tuner]], type[Tuner]]:
     def add(cls: type[Tuner]) -> type[Tuner]:
         if name in REGISTRY and REGISTRY[name] is not cls:
             raise ValueError(f"tuner name {name!r} registered twice")
+        if cls.tags.fits_on == "decoder" and not issubclass(cls, OnlineTuner):
+            raise TypeError(f"tuner {name!r} fits on a decoder: it must subclass OnlineTuner (the loop calls warm_start)")
         cls.name = name
         REGISTRY[name] = cls
         return cls

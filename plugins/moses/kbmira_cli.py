@@ -331,7 +331,7 @@ def make_tuner(args, log):
     choices = nbest_tuners()
     if name not in choices:
         problem = (f"unknown tuner {name!r}" if name not in REGISTRY else
-                   f"tuner {name!r} decodes as it learns and cannot tune on n-best lists")
+                   f"tuner {name!r} fits on {REGISTRY[name].tags.fits_on}, not on n-best lists")
         raise InputError(problem, expected="one of " + ", ".join(choices))
     cls = REGISTRY[name]
     given = parse_tuner_params(args.tuner_param)
