@@ -36,6 +36,8 @@ BENCHMARKS = {
     "apro-scaling": "apro_scaling",
     "decode-speed": "decode_speed",
     "tuner-quality": "tuner_quality",
+    "tuner-quality-hard": ("tuner_quality", {"max_train": 3000, "iterations": 4,
+                                             "runs": [("mert", 1), ("kbmira", 1), ("apro", 1), ("pro", 1)]}),
     "tuner-comparison": "tuner_comparison",
     "tuner-comparison-fr-en": ("tuner_comparison", {"corpus": "multi30k-fr-en"}),
     "accumulation-study": ("tuner_comparison", {"study": "accumulation"}),

@@ -7,6 +7,11 @@ decodes test_2016 with the weights of every iteration. APRO is run three times
 Moses on the same data: MERT dev 40.95 after 6 iterations, test_2016 39.99;
 kbmira test_2016 40.36; untuned 39.93. Quick mode: 200 dev / 200 test sentences,
 2 iterations, one run each.
+
+``tuner-quality-hard`` (benchmarks/run.py) is the hard, small-data setting of the
+tuning-quality issue: the model trained on the first 3,000 pairs only (about 10% of the
+dev tokens unknown), 4 iterations, seed 1; ``first_step_dev_bleu_change_mean`` is what
+the first tuning step does to the decoded dev BLEU (a collapse is a large negative).
 """
 
 from __future__ import annotations
@@ -28,12 +33,13 @@ DEFAULT_RUNS = [("mert", 0), ("kbmira", 0), ("apro", 0), ("apro", 1), ("apro", 2
 
 def run(quick: bool = False, iterations: int = 6, stack: int = 100, jobs: int = 2,
         corpus: str = "multi30k-de-en", runs=None, partial_json: str | None = None,
-        test_every_iteration: bool = True) -> dict:
+        test_every_iteration: bool = True, max_train: int | None = None) -> dict:
     """Train on ``corpus``, tune with each ``(tuner, seed[, params])`` of ``runs``, decode test with the weights
     of every iteration (or, without ``test_every_iteration``, only with the final ones).
 
     ``params`` are the tuner's, except ``accumulate`` (merge | aggregate | none), the tuning loop's.
     ``partial_json``: a file rewritten after every tuning run with the results so far.
+    ``max_train``: train on the first N pairs only (the hard, small-data setting: more unknown words).
     """
     from minismt.io import read_lines
     from tuners.devdecoder import MinismtDevDecoder
@@ -41,8 +47,11 @@ def run(quick: bool = False, iterations: int = 6, stack: int = 100, jobs: int = 
     if quick:
         iterations = 2
     with tempfile.TemporaryDirectory() as tmp:
-        data, model = prepare(corpus, Path(tmp))
+        data, model = prepare(corpus, Path(tmp), max_train)
         dev_src, dev_ref = read_lines(data / "dev.src"), read_lines(data / "dev.tgt")
+        known = {w for line in read_lines(data / "train.src") for w in line.split()}
+        dev_tokens = [w for line in dev_src for w in line.split()]
+        unknown = round(sum(w not in known for w in dev_tokens) / max(len(dev_tokens), 1), 3)
         test_src, test_ref = read_lines(data / "test.src"), read_lines(data / "test.tgt")
         if quick:
             dev_src, dev_ref, test_src, test_ref = dev_src[:200], dev_ref[:200], test_src[:200], test_ref[:200]
@@ -81,17 +90,19 @@ def run(quick: bool = False, iterations: int = 6, stack: int = 100, jobs: int = 
                 with open(partial_json, "w", encoding="utf-8") as out:
                     json.dump(results, out)
     summary = summarize(results)
-    return {"corpus": corpus, "dev_sentences": len(dev_src), "test_sentences": len(test_src), "iterations": iterations,
+    return {"corpus": corpus, "train_pairs": max_train or "all", "unknown_dev_tokens": unknown,
+            "dev_sentences": len(dev_src), "test_sentences": len(test_src), "iterations": iterations,
             "stack": stack, "summary": summary, "runs": results,
             "moses": {"mert_test_2016": 39.99, "kbmira_test_2016": 40.36, "untuned_test_2016": 39.93}}
 
 
-def prepare(corpus: str, folder: Path) -> tuple[Path, Path]:
-    """Fetch ``corpus`` (from ../shared) into ``folder/data`` and train a 4-gram model in ``folder/model``."""
+def prepare(corpus: str, folder: Path, max_train: int | None = None) -> tuple[Path, Path]:
+    """Fetch ``corpus`` (from ../shared; its first ``max_train`` training pairs) into ``folder/data`` and
+    train a 4-gram model in ``folder/model``."""
     from corpora.fetch import fetch
     from minismt.train import Trainer, TrainingConfig
     data, model = folder / "data", folder / "model"
-    fetch(corpus, data, from_dir=MULTI30K, progress=False)
+    fetch(corpus, data, from_dir=MULTI30K, progress=False, max_train=max_train)
     Trainer(TrainingConfig(src=str(data / "train.src"), tgt=str(data / "train.tgt"), out=str(model),
                            lm_order=4, progress=False)).run()
     return data, model
@@ -111,6 +122,10 @@ def summarize(results: list[dict]) -> dict:
                          "test_bleu_spread": round(max(tests) - min(tests), 2),
                          "identical_weights_over_runs": all(r["final_weights"] == mine[0]["final_weights"]
                                                             for r in mine)}
+        steps = [r["iterations"][1]["dev_bleu"] - r["iterations"][0]["dev_bleu"] for r in mine
+                 if len(r["iterations"]) > 1]
+        if steps:  # the first tuning step's effect on the decoded dev BLEU (a collapse is negative)
+            summary[name]["first_step_dev_bleu_change_mean"] = round(statistics.mean(steps), 2)
     return summary
 
 
