@@ -65,3 +65,30 @@ def test_every_benchmark_runs_quick(tmp_path):
     summary = json.loads(out.strip().splitlines()[-1])
     assert len(summary["results"]) == len(subprocess.run(
         [sys.executable, str(RUN), "--list"], capture_output=True, text=True).stdout.split())
+
+
+def test_tuning_quality_targets_from_hand_made_runs():
+    """The tuning-quality targets: the worst first step, the largest fall below the best so far from
+    iteration 2 on, APRO against PRO, and (full corpus only) the test BLEU against Moses."""
+    sys.path.insert(0, str(RUN.parent))
+    import tuner_quality
+
+    def run(tuner, devs, test):
+        return {"tuner": tuner, "final_test_bleu": test, "final_weights": [1.0],
+                "iterations": [{"iteration": t, "dev_bleu": d} for t, d in enumerate(devs)]}
+
+    summary = tuner_quality.summarize([run("mert", [30.0, 29.6, 31.0, 29.9], 40.0),
+                                       run("mert", [30.0, 28.0, 30.5, 30.4], 40.1),
+                                       run("apro", [30.0, 30.2, 30.0, 30.3], 40.2),
+                                       run("pro", [30.0, 30.1, 30.2, 30.3], 40.4)])
+    assert summary["mert"]["first_step_dev_bleu_change_worst"] == -2.0
+    assert summary["mert"]["largest_drop_below_best_from_iteration_2"] == 1.1  # 31.0 -> 29.9
+    assert summary["apro"]["largest_drop_below_best_from_iteration_2"] == 0.2  # iteration 2: 30.2 -> 30.0
+    goals = tuner_quality.targets(summary, full_corpus=True)
+    assert not goals["mert: first step >= -0.5"]["met"] and goals["apro: first step >= -0.5"]["met"]
+    assert not goals["mert: no drop > 1.0 from iteration 2"]["met"]
+    assert goals["apro >= pro (dev_bleu_mean)"] == {"value": 0.0, "met": True}  # best dev 30.3 each
+    assert goals["apro >= pro (test_bleu_mean)"] == {"value": -0.2, "met": False}
+    assert goals["mert test >= Moses MERT 39.99"] == {"value": 40.05, "met": True}
+    assert goals["best tuner test >= Moses kbmira 40.36"] == {"value": 40.4, "met": True}
+    assert not any("Moses" in key for key in tuner_quality.targets(summary, full_corpus=False))

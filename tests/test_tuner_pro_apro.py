@@ -175,8 +175,8 @@ def moses_fixture(name):
 @pytest.mark.parametrize("name", ["example", "scorer100"])
 def test_apro_on_moses_fixtures(name):
     """APRO minimises its own objective (eq. 3): at the result it is far below its value at the start
-    (Moses' init weights; measured ratio 0.059 example, 0.042 scorer100) and below its value at w = 0
-    (0.374 vs 0.469, 0.295 vs 0.404). The objective is strictly convex, so the result is its unique
+    (Moses' init weights; measured ratio 0.161 example, 0.111 scorer100) and below its value at w = 0
+    (29.2 vs 46.9, 26.9 vs 40.4). The objective is strictly convex, so the result is its unique
     minimum whatever the start or floating-point path; the training BLEU there is that of the
     optimum (checked equal at a 100 times tighter tolerance; measured: the same anywhere within 1%
     of the optimum), not a seed's luck."""
@@ -189,8 +189,8 @@ def test_apro_on_moses_fixtures(name):
           f"kbmira-dedupfix {KBMIRA_DEDUPFIX_BLEU[name]}), {tuner.n_iter_} Newton iterations")
     assert tuner.converged_ and tuner.n_pairs_ > 0
     objective = APROObjective.from_kbest(data, data.sentence_bleu(), tuner.C)
-    assert objective(w)[0] < 0.1 * objective(init)[0]
-    assert objective(w)[0] < 0.9 * objective(np.zeros_like(w))[0]
+    assert objective(w)[0] < 0.25 * objective(init)[0]
+    assert objective(w)[0] < 0.75 * objective(np.zeros_like(w))[0]
     assert np.linalg.norm(objective(w)[1]) <= tuner.tol * np.linalg.norm(objective(np.zeros_like(w))[1])
     assert tuner.history_[-1]["objective"] == pytest.approx(objective(w)[0], rel=1e-12)
     assert all(b["objective"] <= a["objective"] for a, b in zip(tuner.history_, tuner.history_[1:]))
@@ -200,7 +200,7 @@ def test_apro_on_moses_fixtures(name):
     from_uniform = APRO(tol=1e-8).fit(data, np.ones_like(init))
     tight = APRO(tol=1e-8).fit(data, init)
     assert relative_error(from_uniform, tight) < 1e-5
-    # the training BLEU of the unique optimum (0.774099 example, 0.092482 scorer100)
+    # the training BLEU of the unique optimum (0.873087 example, 0.092471 scorer100)
     assert data.bleu(tight, smooth="none") == bleu > INIT_BLEU[name]
 
 
@@ -221,8 +221,8 @@ def test_apro_does_not_depend_on_the_thread_count():
 
 
 def test_apro_sparse_fixture_and_interpolation():
-    """APRO's unique optimum gives the two sparse features weights -0.00079 and -0.0094 (the objective's
-    gradient in them is 0.00096 and 0.010 with them at 0), the same to 1e-12 with the features times
+    """APRO's unique optimum gives the two sparse features weights -0.00030 and -0.138 (the objective's
+    gradient in them is -0.0073 and 1.02 with them at 0), the same to 1e-12 with the features times
     (1 + 1e-9 noise): ``!= 0`` has that much room."""
     data, init = moses_fixture("sparse_demo")
     assert len(data.space) - data.space.n_dense == 2

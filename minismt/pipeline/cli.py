@@ -154,7 +154,7 @@ def add_pipeline_commands(sub) -> None:
             "  iterations = 5\n"
             "  stack = 50\n\n"
             "  [tune.params.apro]\n"
-            "  C = 0.01\n\n"
+            "  C = 0.1\n\n"
             "  [output]\n"
             "  work_dir = \"work\"        # relative paths: from the config file's folder\n"
             "  report_dir = \"report\"",
