@@ -70,7 +70,7 @@ class MERT(Tuner):
     ranges : ``(min, max)`` of the random restart points, each a number or one value per dense
         feature (as lines 2-3 of Moses' ``init.opt``, see
         :func:`plugins.moses.mertfiles.read_init_opt`) or per feature of the space; features
-        not covered are drawn from :data:`tuners.search.DEFAULT_RANGE` ``[-1, 1]``.
+        not covered are drawn from :data:`tuners.search.DEFAULT_RANGE` ``[0, 1]`` (Moses').
         The ranges bound start points only, not the search.
     fixed : a name, or names or indices, of features whose weight stays at its ``w0`` value
         (Moses optimises a subset with ``-o``).
