@@ -154,10 +154,10 @@ def _add_train(sub) -> None:
                    help="longest phrase extracted (default 7)")
     p.add_argument("--table-limit", type=int, default=20, metavar="N",
                    help="translations kept per source phrase, by p(e|f) (default 20)")
-    p.add_argument("--aligner", default="hmm", metavar="NAME",
-                   help="word aligner: 'hmm' (5 IBM Model 1 then 5 HMM EM iterations; the default) "
-                        "or 'fast-align' (IBM Model 2 with a diagonal prior, Dyer et al. 2013, as "
-                        "fast_align -d -o -v; 5 EM iterations)")
+    p.add_argument("--aligner", default="fast-align", metavar="NAME",
+                   help="word aligner: 'fast-align' (the default: IBM Model 2 with a diagonal "
+                        "prior, Dyer et al. 2013, the links of fast_align -d -o -v) or 'hmm' "
+                        "(5 IBM Model 1 then 5 HMM EM iterations)")
     p.add_argument("--quiet", action="store_true", help="no progress bars or step log on stderr")
     p.set_defaults(run=_train_command)
 

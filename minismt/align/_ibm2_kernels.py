@@ -81,15 +81,33 @@ def diagonal_partition(i, m, n, tension):
 
 
 @njit(cache=True)
+def swapped_partition(i, m, n, tension):
+    """fast_align's normaliser of its tension gradient's model term (see
+    :mod:`minismt.align.ibm2`): the geometric sums of :func:`diagonal_partition` for position i
+    of an ``n x m`` pair (the two lengths swapped), with the upper run not stopped at ``m``
+    when ``i > n`` (then it is the whole geometric series)."""
+    j_floor = (i * m) // n
+    x = i / n
+    low_s, _ = _series(j_floor / m - x, j_floor, m, tension)
+    high = x - (j_floor + 1) / m
+    if j_floor <= m:
+        high_s, _ = _series(high, m - j_floor, m, tension)
+    else:
+        high_s = math.exp(tension * high) / -math.expm1(-tension / m)
+    return low_s + high_s
+
+
+@njit(cache=True)
 def ibm2_expectation(pair_ids, block_offsets, e_lengths, f_lengths, t, p0, tension, shape_ids,
-                     shape_offsets, counts, shape_weights):
+                     shape_offsets, counts, shape_weights, shift):
     """E-step: fill ``counts`` (zeroed here) with the expected counts of every pair, and
     ``shape_weights`` (zeroed here) with the posterior probability of a non-NULL link summed
     over the f positions of each sentence shape (``shape_weights[shape_offsets[k] + jf]`` for
     the sentences with ``shape_ids[s] = k``, one shape per distinct ``(m, n)``).
 
     Returns ``(log-likelihood, empirical feature)``: ``sum log sum_j delta(j) t(f_i | e_j)``
-    and ``sum_i sum_{j > 0} q(a_i = j) h(i, j, m, n)``, the first term of the tension gradient.
+    and ``sum_i sum_{j > 0} q(a_i = j) h(i - shift, j, m, n)``, the first term of the tension
+    gradient (``shift`` 0; fast_align's has ``shift`` 1).
     """
     counts[:] = 0.0
     shape_weights[:] = 0.0
@@ -121,7 +139,10 @@ def ibm2_expectation(pair_ids, block_offsets, e_lengths, f_lengths, t, p0, tensi
             for ie in range(n):
                 posterior = q[ie] * inv
                 counts[pair_ids[row + ie]] += posterior
-                feature += posterior * h[ie]
+                if shift:
+                    feature += posterior * diagonal_feature(jf + 1 - shift, ie + 1, m, n)
+                else:
+                    feature += posterior * h[ie]
                 linked += posterior
             counts[pair_ids[row + n]] += q[n] * inv
             shape_weights[weights_at + jf] += linked
@@ -130,16 +151,20 @@ def ibm2_expectation(pair_ids, block_offsets, e_lengths, f_lengths, t, p0, tensi
 
 
 @njit(cache=True)
-def model_feature(shape_m, shape_n, shape_offsets, shape_weights, tension):
+def model_feature(shape_m, shape_n, shape_offsets, shape_weights, tension, swapped):
     """``sum_k sum_i w[k, i] E_tension[h | i, m_k, n_k]``: the second term of the tension
-    gradient, the expected feature under the prior weighted by the posterior non-NULL mass."""
+    gradient, the expected feature under the prior weighted by ``w`` (the posterior non-NULL
+    mass). ``swapped``: fast_align's, ``sum_j h exp(tension h)`` divided by
+    :func:`swapped_partition` instead of Z."""
     total = 0.0
     for k in range(shape_m.shape[0]):
         m, n = shape_m[k], shape_n[k]
         for jf in range(m):
             w = shape_weights[shape_offsets[k] + jf]
             if w != 0.0:
-                _, e = diagonal_partition(jf + 1, m, n, tension)
+                z, e = diagonal_partition(jf + 1, m, n, tension)
+                if swapped:
+                    e *= z / swapped_partition(jf + 1, m, n, tension)
                 total += w * e
     return total
 

@@ -170,10 +170,10 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "max_length": Key(80, _int(1), "drop training pairs with a side longer than this"),
         "max_phrase_length": Key(7, _int(1), "longest phrase extracted"),
         "table_limit": Key(20, _int(1), "translations kept per source phrase"),
-        "ibm1_iterations": Key(5, _int(0), "IBM Model 1 EM iterations"),
+        "ibm1_iterations": Key(5, _int(0), "IBM Model 1 EM iterations (aligner 'hmm')"),
         "hmm_iterations": Key(5, _int(0), "HMM alignment EM iterations (aligner 'hmm')"),
-        "aligner": Key("hmm", _aligner, "word aligner: 'hmm' (IBM Model 1 then HMM) or 'fast-align' "
-                       "(IBM Model 2 with a diagonal prior, as fast_align -d -o -v)"),
+        "aligner": Key("fast-align", _aligner, "word aligner: 'fast-align' (IBM Model 2 with a "
+                       "diagonal prior, as fast_align -d -o -v) or 'hmm' (IBM Model 1 then HMM)"),
         "lowercase": Key(False, _bool, "lowercase the training text"),
     },
     "tune": {
