@@ -111,11 +111,13 @@ def _train_command(args) -> int:
     for flag, value in (("--max-length", args.max_length), ("--max-phrase-length", args.max_phrase_length),
                         ("--table-limit", args.table_limit)):
         _at_least(flag, value, 1)
+    from minismt.align import check_aligner
+    check_aligner(args.aligner)
     config = TrainingConfig(src=args.src, tgt=args.tgt, out=args.out, lm_order=args.lm_order,
                             lm_text=args.lm_text, src_lang=args.src_lang, tgt_lang=args.tgt_lang,
                             tokenize=args.tokenize, lowercase=args.lowercase,
                             max_length=args.max_length, max_phrase_length=args.max_phrase_length,
-                            table_limit=args.table_limit, progress=not args.quiet)
+                            table_limit=args.table_limit, aligner=args.aligner, progress=not args.quiet)
     trainer = Trainer(config, log=None if args.quiet else log)  # a log line never lands on a bar's line
     trainer.run()
     for record in trainer.records.values():
@@ -129,8 +131,8 @@ def _add_train(sub) -> None:
         "train", help="train a phrase-based model: alignment, phrase table, reordering, KN LM",
         description="Train the phrase-based model from a parallel corpus (plain or gzipped, one "
                     "sentence per line, tokenised unless --tokenize): clean it (empty lines, "
-                    "length, length ratio, as Moses' clean-corpus-n.perl), align it with IBM "
-                    "Model 1 then the HMM model in both directions and grow-diag-final-and, "
+                    "length, length ratio, as Moses' clean-corpus-n.perl), align it in both "
+                    "directions (--aligner) and symmetrise with grow-diag-final-and, "
                     "extract and score phrase pairs up to 7 words with msd-bidirectional-fe "
                     "reordering, and estimate an interpolated modified Kneser-Ney LM. Writes "
                     "MODEL/manifest.json, which 'minismt decode' and 'minismt tune' read; a "
@@ -152,6 +154,10 @@ def _add_train(sub) -> None:
                    help="longest phrase extracted (default 7)")
     p.add_argument("--table-limit", type=int, default=20, metavar="N",
                    help="translations kept per source phrase, by p(e|f) (default 20)")
+    p.add_argument("--aligner", default="fast-align", metavar="NAME",
+                   help="word aligner: 'fast-align' (the default: IBM Model 2 with a diagonal "
+                        "prior, Dyer et al. 2013, the links of fast_align -d -o -v) or 'hmm' "
+                        "(5 IBM Model 1 then 5 HMM EM iterations)")
     p.add_argument("--quiet", action="store_true", help="no progress bars or step log on stderr")
     p.set_defaults(run=_train_command)
 

@@ -62,6 +62,7 @@ class TrainingConfig:
     reordering_smoothing: float = 0.5
     ibm1_iterations: int = 5
     hmm_iterations: int = 5
+    aligner: str = "fast-align"
     progress: bool = True
 
 
@@ -184,13 +185,15 @@ class Trainer:
     def align(self) -> StepRecord:
         c = self.config
         outputs = ["align/aligned.forward", "align/aligned.reverse", "align/aligned.grow-diag-final-and"]
-        key = {"corpus": self._outputs_key("prepare"), "ibm1": c.ibm1_iterations, "hmm": c.hmm_iterations}
+        key = {"corpus": self._outputs_key("prepare"), "aligner": c.aligner,
+               "ibm1": c.ibm1_iterations, "hmm": c.hmm_iterations}
 
         def run():
             from minismt.align import align_corpus
             src, tgt, _, _ = self._load_corpus()
             result = align_corpus(src, tgt, ibm1_iterations=c.ibm1_iterations,
-                                  hmm_iterations=c.hmm_iterations, progress=c.progress)
+                                  hmm_iterations=c.hmm_iterations, aligner=c.aligner,
+                                  progress=c.progress)
             os.makedirs(self.path("align"), exist_ok=True)
             result.forward.write(self.path(outputs[0]))
             result.reverse.write(self.path(outputs[1]))

@@ -427,7 +427,7 @@ def toy():
 
 def test_toy_corpus_gets_the_obvious_alignment():
     src, tgt = toy()
-    result = align_corpus(src, tgt)
+    result = align_corpus(src, tgt, aligner="hmm")
     obvious = [[(0, 0), (1, 1)]] * 3
     assert result.symmetric.to_lists() == obvious
     assert result.forward.to_lists() == obvious
@@ -444,9 +444,9 @@ def test_directions_are_explicit():
     swapped: each source word has at most one link; all links are (source, target)."""
     src = TokenArray.from_sentences(["a b c", "a c", "d", ""], Vocabulary())
     tgt = TokenArray.from_sentences(["x y", "x z z w", "", "q"], Vocabulary())
-    result = align_corpus(src, tgt, ibm1_iterations=3, hmm_iterations=2)
-    forward = align_direction(tgt, src, ibm1_iterations=3, hmm_iterations=2)
-    reverse = align_direction(src, tgt, ibm1_iterations=3, hmm_iterations=2)
+    result = align_corpus(src, tgt, ibm1_iterations=3, hmm_iterations=2, aligner="hmm")
+    forward = align_direction(tgt, src, ibm1_iterations=3, hmm_iterations=2, aligner="hmm")
+    reverse = align_direction(src, tgt, ibm1_iterations=3, hmm_iterations=2, aligner="hmm")
     assert result.forward.to_lists() == forward.alignment.to_lists()
     assert result.reverse.to_lists() == swap(reverse.alignment).to_lists()
     for s in range(len(src)):
@@ -459,12 +459,12 @@ def test_directions_are_explicit():
 
 def test_ibm1_only_and_jobs_and_progress(capsys):
     src, tgt = toy()
-    only_ibm1 = align_corpus(src, tgt, hmm_iterations=0)
+    only_ibm1 = align_corpus(src, tgt, hmm_iterations=0, aligner="hmm")
     assert only_ibm1.forward_model.hmm is None and only_ibm1.log_likelihoods["forward"]["hmm"] == []
     assert only_ibm1.symmetric.to_lists() == [[(0, 0), (1, 1)]] * 3
-    one = align_corpus(src, tgt, progress=True)
+    one = align_corpus(src, tgt, progress=True, aligner="hmm")
     assert capsys.readouterr().err == ""  # stderr is not a terminal here: no bar (tests/test_terminal.py draws one)
-    two = align_corpus(src, tgt, jobs=2)
+    two = align_corpus(src, tgt, jobs=2, aligner="hmm")
     for name in ("forward", "reverse", "symmetric"):
         assert np.array_equal(getattr(one, name).links, getattr(two, name).links)
     assert one.log_likelihoods == two.log_likelihoods
@@ -505,7 +505,7 @@ def test_empty_sentences_get_no_links():
         lists = alignment.to_lists()
         assert lists[0] == lists[2] == lists[3] == []
     nothing = TokenArray.from_sentences([], Vocabulary())
-    empty = align_corpus(nothing, nothing)
+    empty = align_corpus(nothing, nothing, aligner="hmm")
     assert len(empty.symmetric) == 0 and empty.log_likelihoods["forward"]["ibm1"] == [0.0] * 5
 
 
@@ -673,7 +673,7 @@ def test_multi30k_sanity():
     src = TokenArray.from_sentences([line.lower() for line in de], Vocabulary())
     tgt = TokenArray.from_sentences([line.lower() for line in en], Vocabulary())
     start = time.perf_counter()
-    result = align_corpus(src, tgt)
+    result = align_corpus(src, tgt, aligner="hmm")
     assert time.perf_counter() - start < 30
     for direction in ("forward", "reverse"):
         for model in ("ibm1", "hmm"):
@@ -691,8 +691,9 @@ def test_closer_to_fast_align_than_model1_and_the_diagonal():
     reference = Alignment.read(shared_path("fixtures", "cdec", "fast_align", "nc-wmt11.fwd.align"))
     src = TokenArray.from_sentences([line.split(" ||| ")[0] for line in lines], Vocabulary())
     tgt = TokenArray.from_sentences([line.split(" ||| ")[1] for line in lines], Vocabulary())
-    hmm = alignment_error_rate(align_direction(tgt, src).alignment, reference)
-    ibm1 = alignment_error_rate(align_direction(tgt, src, hmm_iterations=0).alignment, reference)
+    hmm = alignment_error_rate(align_direction(tgt, src, aligner="hmm").alignment, reference)
+    ibm1 = alignment_error_rate(align_direction(tgt, src, hmm_iterations=0, aligner="hmm").alignment,
+                                reference)
     diagonal = Alignment.from_lists([[(min(len(s) - 1, round(j * len(s) / len(t))), j) for j in range(len(t))]
                                      if len(s) and len(t) else [] for s, t in
                                      ((src.sentence(k), tgt.sentence(k)) for k in range(len(src)))])

@@ -1,5 +1,7 @@
-"""Word alignment for phrase-based SMT training: IBM Model 1 -> HMM in both directions, then
-grow-diag-final-and; and the alignment error rate.
+"""Word alignment for phrase-based SMT training: in both directions the reparameterised IBM
+Model 2 of fast_align (``aligner="fast-align"``, the default, :mod:`minismt.align.ibm2`) or
+IBM Model 1 -> HMM (``aligner="hmm"``), then grow-diag-final-and; and the alignment error
+rate.
 
 Directions. :func:`align_direction` ``(f, e)`` trains ``Pr(f | e)``: every word
 of ``f`` is aligned to one word of ``e`` or to NULL, and the links come out as
@@ -25,6 +27,7 @@ import numpy as np
 from minismt.align.hmm import (DEFAULT_MAX_JUMP, DEFAULT_P0, DEFAULT_SMOOTHING, HMMModel,
                                check_hmm_parameters, train_hmm, viterbi_hmm)
 from minismt.align.ibm1 import Callback, IBM1Model, check_iterations, train_ibm1, viterbi_ibm1
+from minismt.align.ibm2 import IBM2Model, train_ibm2, viterbi_ibm2
 from minismt.align.symmetrize import (METHODS, grow_diag_final_and, intersection, symmetrize,
                                       union)
 from minismt.align.translation_table import NULL, PairIndex, TranslationTable, check_pair
@@ -33,27 +36,44 @@ from minismt.errors import InputError
 from minismt.parallel import process_pool, stop_pool
 from minismt.progress import bar as progress_bar
 
-__all__ = ["AlignResult", "DirectionResult", "HMMModel", "IBM1Model", "NULL", "PairIndex",
-           "TranslationTable", "align_corpus", "align_direction", "alignment_error_rate",
-           "grow_diag_final_and", "intersection", "swap", "symmetrize", "train_hmm",
-           "train_ibm1", "union", "viterbi_hmm", "viterbi_ibm1"]
+__all__ = ["ALIGNERS", "AlignResult", "DirectionResult", "HMMModel", "IBM1Model", "IBM2Model",
+           "NULL", "PairIndex", "TranslationTable", "align_corpus", "align_direction",
+           "alignment_error_rate", "check_aligner", "grow_diag_final_and", "intersection", "swap",
+           "symmetrize", "train_hmm", "train_ibm1", "train_ibm2", "union", "viterbi_hmm",
+           "viterbi_ibm1", "viterbi_ibm2"]
+
+ALIGNERS = ("fast-align", "hmm")
+"""The word aligners of :func:`align_corpus`: fast_align's model (the default), or IBM Model 1
+then the HMM. Phrase tables from fast-align's alignments decode Multi30k test_2016 better
+(untuned, stack 200): de-en 40.00 BLEU against 39.32, fr-en 47.46 against 45.92, de-en
+trained on 3,000 pairs 31.69 against 31.45."""
+
+
+def check_aligner(aligner) -> str:
+    """``aligner`` if it is one of :data:`ALIGNERS`, else InputError."""
+    if aligner not in ALIGNERS:
+        raise InputError(f"aligner {aligner!r}", expected=" or ".join(ALIGNERS))
+    return aligner
 
 
 @dataclass
 class DirectionResult:
-    """One direction ``Pr(f | e)``: its Viterbi alignment as (e position, f position) links,
-    the Model 1 it started from and the HMM (None when it had no iterations)."""
+    """One direction ``Pr(f | e)``: its Viterbi alignment as (e position, f position) links and
+    the models that made it: the Model 1 and HMM (None when it had no iterations) of the "hmm"
+    aligner, or the IBM Model 2 of "fast-align" (then ``ibm1`` and ``hmm`` are None)."""
 
     alignment: Alignment
-    ibm1: IBM1Model
+    ibm1: IBM1Model | None
     hmm: HMMModel | None
+    ibm2: IBM2Model | None = None
 
 
 @dataclass
 class AlignResult:
     """Both directions and their symmetrisation, all as (source position, target position) links.
 
-    ``log_likelihoods["forward"]["ibm1"]`` etc.: the training log-likelihood of every EM iteration.
+    ``log_likelihoods["forward"]["ibm1"]`` etc.: the training log-likelihood of every EM iteration
+    (keys "ibm1" and "hmm" for the "hmm" aligner, "ibm2" for "fast-align").
     """
 
     forward: Alignment
@@ -67,10 +87,16 @@ class AlignResult:
 def align_direction(f: TokenArray, e: TokenArray, ibm1_iterations: int = 5, hmm_iterations: int = 5,
                     p0: float = DEFAULT_P0, max_jump: int = DEFAULT_MAX_JUMP,
                     smoothing: float = DEFAULT_SMOOTHING,
-                    callback: Callback | None = None) -> DirectionResult:
-    """Train ``Pr(f | e)``: Model 1 from uniform t, then the HMM from Model 1's t (p0, max_jump
-    and smoothing as in :mod:`minismt.align.hmm`), and return the Viterbi alignment of the last
-    model as (e position, f position) links.
+                    callback: Callback | None = None, aligner: str = "fast-align",
+                    ibm2_iterations: int = 4) -> DirectionResult:
+    """Train ``Pr(f | e)`` and return the Viterbi alignment of the last model as
+    (e position, f position) links.
+
+    ``aligner="fast-align"`` (the default): ``ibm2_iterations`` EM iterations of
+    :func:`train_ibm2` with its defaults, which give ``fast_align -d -o -v``'s links (its 5
+    iterations are 4 EM updates and the Viterbi pass); the ``ibm1_iterations`` and HMM
+    parameters are then unused. ``aligner="hmm"``: Model 1 from uniform t, then the HMM from
+    Model 1's t (p0, max_jump and smoothing as in :mod:`minismt.align.hmm`).
 
     Every f word gets at most one link (none when aligned to NULL); a pair with an
     empty side is skipped in training and gets no links.
@@ -78,8 +104,13 @@ def align_direction(f: TokenArray, e: TokenArray, ibm1_iterations: int = 5, hmm_
     f, e = check_pair("f", f, "e", e)
     ibm1_iterations = check_iterations("ibm1_iterations", ibm1_iterations)
     hmm_iterations = check_iterations("hmm_iterations", hmm_iterations)
+    ibm2_iterations = check_iterations("ibm2_iterations", ibm2_iterations)
     p0, max_jump, smoothing = check_hmm_parameters(p0, max_jump, smoothing)
+    aligner = check_aligner(aligner)
     index = PairIndex(f, e)
+    if aligner == "fast-align":
+        ibm2 = train_ibm2(index, ibm2_iterations, callback=callback)
+        return DirectionResult(viterbi_ibm2(index, ibm2), None, None, ibm2)
     ibm1 = train_ibm1(index, ibm1_iterations, callback=callback)
     if hmm_iterations == 0:
         return DirectionResult(viterbi_ibm1(index, ibm1), ibm1, None)
@@ -99,8 +130,10 @@ def swap(alignment: Alignment) -> Alignment:
 def align_corpus(src: TokenArray, tgt: TokenArray, ibm1_iterations: int = 5, hmm_iterations: int = 5,
                  p0: float = DEFAULT_P0, max_jump: int = DEFAULT_MAX_JUMP,
                  smoothing: float = DEFAULT_SMOOTHING, method: str = "grow-diag-final-and",
-                 progress: bool = False, jobs: int = 1) -> AlignResult:
-    """Align a parallel corpus in both directions and symmetrise with ``method``.
+                 progress: bool = False, jobs: int = 1, aligner: str = "fast-align",
+                 ibm2_iterations: int = 4) -> AlignResult:
+    """Align a parallel corpus in both directions with ``aligner`` (one of :data:`ALIGNERS`,
+    see :func:`align_direction`) and symmetrise with ``method``.
 
     ``jobs >= 2`` trains the two directions in two processes, with the same result as
     ``jobs=1``; starting them costs about a second, so it only pays when one direction
@@ -110,18 +143,21 @@ def align_corpus(src: TokenArray, tgt: TokenArray, ibm1_iterations: int = 5, hmm
     tgt, src = check_pair("tgt", tgt, "src", src)
     ibm1_iterations = check_iterations("ibm1_iterations", ibm1_iterations)
     hmm_iterations = check_iterations("hmm_iterations", hmm_iterations)
+    ibm2_iterations = check_iterations("ibm2_iterations", ibm2_iterations)
     p0, max_jump, smoothing = check_hmm_parameters(p0, max_jump, smoothing)
+    aligner = check_aligner(aligner)
     if method not in METHODS:
         raise InputError(f"symmetrization method {method!r}", expected=" or ".join(METHODS))
     if isinstance(jobs, bool) or not isinstance(jobs, (int, np.integer)) or jobs < 1:
         raise InputError(f"jobs={jobs!r}", expected="an integer >= 1")
-    per_direction = ibm1_iterations + hmm_iterations
+    per_direction = ibm2_iterations if aligner == "fast-align" else ibm1_iterations + hmm_iterations
     bar = None
     if progress:
         # the first EM iteration includes compiling (or loading) the numba kernels: the rate starts after it
         bar = progress_bar(total=2 * per_direction + 1, desc="align", unit="step", warmup=True)
     settings = dict(ibm1_iterations=ibm1_iterations, hmm_iterations=hmm_iterations, p0=p0,
-                    max_jump=max_jump, smoothing=smoothing)
+                    max_jump=max_jump, smoothing=smoothing, aligner=aligner,
+                    ibm2_iterations=ibm2_iterations)
     try:
         if jobs > 1:
             pool = process_pool(2, multiprocessing.get_context("spawn"))
@@ -151,8 +187,9 @@ def align_corpus(src: TokenArray, tgt: TokenArray, ibm1_iterations: int = 5, hmm
     finally:
         if bar is not None:
             bar.close()
-    log_likelihoods = {name: {"ibm1": d.ibm1.log_likelihoods,
-                              "hmm": d.hmm.log_likelihoods if d.hmm is not None else []}
+    log_likelihoods = {name: {"ibm2": d.ibm2.log_likelihoods} if d.ibm2 is not None else
+                       {"ibm1": d.ibm1.log_likelihoods,
+                        "hmm": d.hmm.log_likelihoods if d.hmm is not None else []}
                        for name, d in (("forward", forward), ("reverse", reverse))}
     return AlignResult(forward.alignment, reverse_links, symmetric, forward, reverse, log_likelihoods)
 

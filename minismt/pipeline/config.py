@@ -103,6 +103,13 @@ def _str(optional: bool = False, choices: tuple[str, ...] | None = None):
     return check
 
 
+def _aligner(value):
+    from minismt.align import ALIGNERS  # numba: only when a configuration is checked
+    if value not in ALIGNERS:
+        raise _Bad("one of " + ", ".join(repr(a) for a in ALIGNERS))
+    return value
+
+
 def _tuner_list(value):
     from tuners import REGISTRY  # importing the package registers every tuner
     if isinstance(value, str):
@@ -163,8 +170,10 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "max_length": Key(80, _int(1), "drop training pairs with a side longer than this"),
         "max_phrase_length": Key(7, _int(1), "longest phrase extracted"),
         "table_limit": Key(20, _int(1), "translations kept per source phrase"),
-        "ibm1_iterations": Key(5, _int(0), "IBM Model 1 EM iterations"),
-        "hmm_iterations": Key(5, _int(0), "HMM alignment EM iterations"),
+        "ibm1_iterations": Key(5, _int(0), "IBM Model 1 EM iterations (aligner 'hmm')"),
+        "hmm_iterations": Key(5, _int(0), "HMM alignment EM iterations (aligner 'hmm')"),
+        "aligner": Key("fast-align", _aligner, "word aligner: 'fast-align' (IBM Model 2 with a "
+                       "diagonal prior, as fast_align -d -o -v) or 'hmm' (IBM Model 1 then HMM)"),
         "lowercase": Key(False, _bool, "lowercase the training text"),
     },
     "tune": {

@@ -263,6 +263,7 @@ class Pipeline:
                                     lm_order=t["lm_order"], lowercase=t["lowercase"], max_length=t["max_length"],
                                     max_phrase_length=t["max_phrase_length"], table_limit=t["table_limit"],
                                     ibm1_iterations=t["ibm1_iterations"], hmm_iterations=t["hmm_iterations"],
+                                    aligner=t["aligner"],
                                     progress=self.progress)
             trainer = Trainer(config, log=lambda m: self.log(f"train: {m}"))
             manifest = trainer.run()
