@@ -22,7 +22,7 @@ from minismt.features import FeatureSpace
 from minismt.kbest import KBest, KBestBuilder
 from plugins.moses.mertfiles import read_extractor_files
 from tuners.base import REGISTRY, KBestWithReference
-from tuners.structsvm import VARIANTS, StructSVM, StructSVMProblem
+from tuners.structsvm import FORCED_PSI, VARIANTS, StructSVM, StructSVMProblem, damped_step
 
 DENSE = ["d_0", "d_1", "d_2"]
 SPARSE = ["sp_a", "sp_b"]
@@ -388,6 +388,28 @@ def test_reference_changes_the_weights_and_empty_reference_is_the_surrogate():
         StructSVM(correct="gold").fit(data, w0)
 
 
+def test_forced_references_take_a_damped_step_and_oracles_the_full_one():
+    """With forced derivations the result is FORCED_PSI of the way from the start to the QP's weights,
+    both at the start's L1 norm; with oracles only (or psi=1) it is the QP's solution."""
+    data, reference = reference_case()
+    w0 = np.array([0.5, -1.0, 0.25] + [0.0] * (len(data.space) - 3))
+    tuner = StructSVM()
+    w = tuner.fit(KBestWithReference(data, reference), w0)
+    qp = tuner.qp_weights_
+    assert tuner.n_reference_ == 2 and np.abs(qp).sum() > 0
+    expected = (1 - FORCED_PSI) * w0 + FORCED_PSI * np.abs(w0).sum() / np.abs(qp).sum() * qp
+    np.testing.assert_allclose(w, expected, rtol=1e-12)
+    assert np.allclose(w, damped_step(w0, qp, FORCED_PSI)) and not np.allclose(w, qp)
+    full = StructSVM(psi=1.0)
+    assert np.array_equal(full.fit(KBestWithReference(data, reference), w0), qp)
+    half = StructSVM(psi=0.5).fit(KBestWithReference(data, reference), w0)
+    np.testing.assert_allclose(half, 0.5 * w0 + 0.5 * np.abs(w0).sum() / np.abs(qp).sum() * qp, rtol=1e-12)
+    oracle = StructSVM(correct="oracle")
+    assert np.array_equal(oracle.fit(KBestWithReference(data, reference), w0), oracle.qp_weights_)
+    # from w0 = 0 there is no start to step from: the QP's weights
+    assert np.array_equal(damped_step(np.zeros(4), np.arange(4.0), 0.1), np.arange(4.0))
+
+
 def test_reference_follows_sentence_ids_of_aggregated_lists():
     data, reference = reference_case()
     rng = np.random.default_rng(11)
@@ -431,7 +453,8 @@ def test_fit_is_deterministic_and_ignores_the_seed(variant):
     {"variant": "margin"}, {"variant": "l1"}, {"variant": None}, {"C": 0}, {"C": -1.0},
     {"C": float("nan")}, {"C": float("inf")}, {"C": "1"}, {"C": True}, {"epsilon": 0.0},
     {"epsilon": -1e-3}, {"epsilon": float("nan")}, {"max_iter": 0}, {"max_iter": 2.5},
-    {"seed": "zero"}, {"bleu_options": {"no_such_option": True}}, {"bleu_options": "plus-one"}])
+    {"seed": "zero"}, {"bleu_options": {"no_such_option": True}}, {"bleu_options": "plus-one"},
+    {"psi": 0.0}, {"psi": 1.5}, {"psi": "0.1"}, {"psi": True}, {"psi": float("nan")}])
 def test_bad_parameters_raise_input_error(params):
     data = toy_kbest(3, 4)
     with pytest.raises(InputError):
@@ -468,4 +491,4 @@ def test_registered_and_parameters_documented_defaults():
     assert REGISTRY["structsvm"] is StructSVM
     assert StructSVM().get_params() == {"C": 1.0, "variant": "margin-l1", "epsilon": 1e-3,
                                         "max_iter": 1000, "bleu_options": None, "seed": 0,
-                                        "correct": "forced"}
+                                        "correct": "forced", "psi": None}

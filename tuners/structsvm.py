@@ -94,9 +94,11 @@ would hide every constraint whose (square-root or multiplicative) violation
 is below it. Hence the relative loss. The clip at 0 only matters for BLEU+1
 options that can exceed 1 (``unclipped_bp``).
 
-**Scale.** The weights are returned as the QP gives them, not normalised: the
-model-best ranking does not depend on their scale, and their norm is the one
-the margins of eq. (9) are measured with.
+**Scale and step.** With oracle outputs (or ``psi=1``) the weights are returned as the QP
+gives them, not normalised: the model-best ranking does not depend on their scale, and
+their norm is the one the margins of eq. (9) are measured with. When some correct output
+is a forced derivation, the result is a damped step towards them (``psi``, see
+:data:`FORCED_PSI`): the paper's full step collapses the decoder on our data.
 
 No randomness: the instances are visited in order and every tie is broken by
 the first row, so the same data and start weights give the same weights, bit
@@ -120,6 +122,13 @@ from tuners.base import KBestWithReference, Tuner, TunerTags, register
 
 VARIANTS = ("margin-l1", "margin-l2", "slack-l1", "slack-l2")
 """Figure 1's four variants: SVM_1^{Delta m}, SVM_2^{Delta m}, SVM_1^{Delta s}, SVM_2^{Delta s}."""
+
+FORCED_PSI = 0.1
+"""Step towards the QP's weights when correct outputs are forced derivations (``psi=None``), as PRO's Psi.
+Forced derivations reach the reference with more distortion and lower LM and translation scores than
+any k-best hypothesis, so the QP's weights, which rank them first, reward exactly that: on Multi30k
+de-en the full step took the decoded dev BLEU from 38.83 to 5.18; a step of 0.1, 0.2, 0.3 or 0.5 of
+the way (at the start's L1 norm) to 39.69, 40.19, 39.56 and 33.73."""
 
 QP_TOL = 1e-10
 """KKT residual (in loss units) to which the dual over the working set is solved."""
@@ -380,6 +389,10 @@ class StructSVM(Tuner):
         Forced derivations reach the reference by derivations the model
         scores poorly, and on Multi30k de-en's first 100-best lists they
         lowered the tuned BLEU (36.4 against 39.9 with oracles, margin-l1).
+    psi : the step from the start weights towards the QP's solution,
+        :func:`damped_step` (both at the start's L1 norm, as PRO's Psi
+        interpolation): None (the default) is :data:`FORCED_PSI` when some
+        correct output is a forced derivation, else 1 (the QP's weights).
 
     ``fit(data, w0)`` with ``data`` a KBest or a :class:`~tuners.base.KBestWithReference`; see
     the module docstring for ``reference``, the loss and the role of ``w0``. After ``fit``: ``weights_``,
@@ -388,17 +401,19 @@ class StructSVM(Tuner):
     ``n_iter_`` (passes), ``converged_`` (a pass added nothing and every dual
     solve reached :data:`QP_TOL`), ``working_set_`` (hypothesis rows),
     ``dual_coef_`` (alpha per hypothesis row), ``objective_`` (primal objective
-    of eq. 9 over all hypotheses at the QP's solution) and ``n_reference_``
-    (instances whose correct output came from ``reference``).
+    of eq. 9 over all hypotheses at the QP's solution), ``n_reference_``
+    (instances whose correct output came from ``reference``) and ``qp_weights_``
+    (the QP's solution, before the step of ``psi``).
     """
 
     tags = TunerTags(needs_reference=True)
 
     def __init__(self, C: float = 1.0, variant: str = "margin-l1", epsilon: float = 1e-3,
                  max_iter: int = 1000, bleu_options: dict | None = None, seed: int = 0,
-                 correct: str = "forced"):
+                 correct: str = "forced", psi: float | None = None):
         self.C = C
         self.correct = correct
+        self.psi = psi
         self.variant = variant
         self.epsilon = epsilon
         self.max_iter = max_iter
@@ -420,6 +435,15 @@ class StructSVM(Tuner):
             raise InputError(f"structured SVM seed={self.seed!r}", expected="an integer")
         if self.correct not in ("forced", "oracle"):
             raise InputError(f"structured SVM correct={self.correct!r}", expected="'forced' or 'oracle'")
+        if self.psi is not None and not (isinstance(self.psi, numbers.Real) and not isinstance(self.psi, bool)
+                                         and 0 < self.psi <= 1):
+            raise InputError(f"structured SVM psi={self.psi!r}", expected="None or 0 < psi <= 1")
+
+    def step_size(self, n_reference: int) -> float:
+        """``psi`` if set, else :data:`FORCED_PSI` when some correct output is a forced derivation, else 1."""
+        if self.psi is not None:
+            return float(self.psi)
+        return FORCED_PSI if n_reference else 1.0
 
     def fit(self, data: KBest | KBestWithReference, w0) -> np.ndarray:
         data, reference = (data.kbest, data.reference) if isinstance(data, KBestWithReference) else (data, None)
@@ -435,5 +459,16 @@ class StructSVM(Tuner):
         self.dual_coef_ = result.alpha
         self.objective_ = problem.primal_objective(result.solution)
         self.n_reference_ = int(problem.has_reference.sum())
-        self.weights_ = result.w
-        return result.w
+        self.qp_weights_ = result.w
+        self.weights_ = damped_step(w_start, result.w, self.step_size(self.n_reference_))
+        return self.weights_
+
+
+def damped_step(w_start: np.ndarray, w_qp: np.ndarray, psi: float) -> np.ndarray:
+    """``(1 - psi) w_start + psi (|w_start|_1 / |w_qp|_1) w_qp``: a step of ``psi`` from the start weights
+    towards the QP's direction, both at the start's L1 norm (the QP's weights are on the scale of its
+    margins, not the decoder's); ``w_qp`` itself when ``psi`` is 1 or either norm is 0."""
+    start_norm, qp_norm = float(np.abs(w_start).sum()), float(np.abs(w_qp).sum())
+    if psi == 1.0 or start_norm == 0.0 or qp_norm == 0.0:
+        return w_qp
+    return (1.0 - psi) * w_start + psi * (start_norm / qp_norm) * w_qp
