@@ -13,6 +13,16 @@ markdown table (``table``) and writes the dev-BLEU-per-iteration curves
 ``python benchmarks/tuner_comparison.py --corpus multi30k-fr-en --png curves.png``;
 ``--from-json FILE`` redraws the table and figure from an earlier run's output.
 Quick mode (``run.py tuner-comparison --quick``): 200 sentences, 2 iterations, one seed.
+
+The sparse-feature study (``--sparse-study``, ``run.py sparse-study``): PRO, APRO, k-best MIRA,
+ListMLE-TE, ORO and HG-REMBO each dense only and with ``--sparse-features rule-id,word-pair``
+and the word pairs of the 500 most frequent words (the APRO paper's setting, its Sec. 5.1 and
+footnote 5), 3 seeds (APRO once), the same 6 iterations, 100-best and stack 100; per run the
+final feature space's size, its non-zero sparse weights, dev BLEU per iteration, the test BLEU
+of the returned weights and the tuning time. ``--results-dir benchmarks/results`` writes
+``tuner_comparison_<corpus>_sparse.{json,md,png}`` (the table and, per tuner, dense against
+sparse dev BLEU per iteration). Its quick mode trains on 2,000 pairs and tunes on 30 dev
+sentences (stack 20, 20-best, HG-REMBO with 10 BO steps), in well under a minute.
 """
 
 from __future__ import annotations
@@ -32,6 +42,14 @@ ACCUMULATION_STUDY = ["listnet accumulate=merge", "listmle-te accumulate=merge"]
 """With ``--accumulation-study``: the listwise tuners with k-best merging instead of instance aggregating."""
 HYPERGRAPH_STUDY = ["mert", "hg-mert", "nbl-bo", "hg-bo", "chg-bo"]
 """With ``--hypergraph-study``: n-best and hypergraph MERT and the BO tuners (issue 7), test BLEU per iteration."""
+SPARSE_STUDY = ["pro", "apro", "kbmira", "listmle-te", "oro", "hg-rembo"]
+"""With ``--sparse-study``: these tuners dense only and with :data:`SPARSE_OPTIONS` (the APRO paper's scale)."""
+SPARSE_OPTIONS = "sparse_features=rule-id,word-pair word_pair_vocabulary=500"
+"""The decoder options of the sparse runs (benchmarks/tuner_quality.py's ``DECODER_PARAMS``)."""
+SPARSE_QUICK = {"max_train": 2000, "quick_sentences": 30, "stack": 20, "kbest": 20, "jobs": 1}
+"""The sparse study's quick mode: a small model and dev set, so that the 12 runs take well under a minute."""
+SPARSE_QUICK_PARAMS = {"hg-rembo": "steps=10"}
+"""Tuner parameters of the quick sparse study (HG-REMBO's 2 x 100 BO steps would dominate it)."""
 SEEDS = [0, 1, 2]
 DETERMINISTIC = {"apro", "structsvm"}  # no random choice: one run stands for every seed
 
@@ -39,10 +57,11 @@ DETERMINISTIC = {"apro", "structsvm"}  # no random choice: one run stands for ev
 def comparison_runs(quick: bool, labels=TUNERS, seed_major: bool = False) -> list[tuple]:
     """(tuner, seed, params) of the comparison: seeded tuners 3 times, deterministic ones once; with
     ``seed_major`` every tuner's seed 0 first (partial results then cover every tuner)."""
+    from tuners.base import parse_tuner_params
     runs = []
     for label in labels:
         name, *options = label.split()
-        params = dict(option.split("=") for option in options)
+        params = parse_tuner_params(options)
         seeds = [0] if quick or name in DETERMINISTIC else SEEDS
         runs.extend((name, seed, params) for seed in seeds)
     if seed_major:
@@ -125,14 +144,155 @@ def curves(result: dict, path: str) -> None:
     plt.close(figure)
 
 
-STUDIES = {"accumulation": (ACCUMULATION_STUDY, False), "hypergraph": (HYPERGRAPH_STUDY, True)}
-"""``study`` -> (tuner labels, test BLEU at every iteration)."""
+def _sparse_groups(result: dict) -> list[tuple[str, list[dict], list[dict]]]:
+    """``(tuner, dense runs, sparse runs)`` of the sparse study, in :data:`SPARSE_STUDY`'s order."""
+    groups = []
+    for name in SPARSE_STUDY + sorted({r["tuner"].split()[0] for r in result["runs"]} - set(SPARSE_STUDY)):
+        mine = [r for r in result["runs"] if r["tuner"].split()[0] == name]
+        if mine:
+            groups.append((name, [r for r in mine if "sparse_features=" not in r["tuner"]],
+                           [r for r in mine if "sparse_features=" in r["tuner"]]))
+    return groups
+
+
+def _spread(values: list[float]) -> float:
+    return max(values) - min(values) if values else 0.0
+
+
+def sparse_table(result: dict) -> str:
+    """Markdown: per tuner, dense only and with sparse features: features (dense + sparse names in the final
+    space, mean over runs), non-zero sparse weights of the returned weights (and the most of any weights the
+    tuner returned), dev BLEU of the returned weights mean (spread), test BLEU mean (std), tuning seconds and
+    the sparse runs' difference to the dense ones (dev / test means)."""
+    lines = ["| tuner | runs | features (dense + sparse) | non-zero sparse weights: returned (most tuned) | "
+             "dev BLEU mean (spread) | test BLEU mean (std) | tuning s | sparse - dense dev / test |",
+             "|---|---|---|---|---|---|---|---|"]
+    for name, dense, sparse in _sparse_groups(result):
+        means = {}
+        for kind, runs in (("dense", dense), ("sparse", sparse)):
+            if not runs:
+                continue
+            devs = [r["final_dev_bleu"] for r in runs]
+            tests = [r["final_test_bleu"] for r in runs]
+            means[kind] = (statistics.mean(devs), statistics.mean(tests))
+            features = [r.get("features", {"dense": len(r["final_weights"]), "sparse": 0}) for r in runs]
+            size = (f"{statistics.mean(f['dense'] for f in features):.0f} + "
+                    f"{statistics.mean(f['sparse'] for f in features):,.0f}")
+            nonzero = (f"{statistics.mean(r['final_sparse_nonzero'] for r in runs):,.0f} "
+                       f"({max(r['tuned_sparse_nonzero_max'] for r in runs):,})" if kind == "sparse" else "")
+            difference = ""
+            if kind == "sparse" and "dense" in means:
+                difference = (f"{means['sparse'][0] - means['dense'][0]:+.2f} / "
+                              f"{means['sparse'][1] - means['dense'][1]:+.2f}")
+            lines.append(f"| {name}{' + sparse' if kind == 'sparse' else ''} | {len(runs)} | {size} | {nonzero} | "
+                         f"{means[kind][0]:.2f} ({_spread(devs):.2f}) | {means[kind][1]:.2f} "
+                         f"({statistics.pstdev(tests):.2f}) | "
+                         f"{statistics.mean(r['tuning_seconds'] for r in runs):.0f} | {difference} |")
+    return "\n".join(lines)
+
+
+def sparse_curves(result: dict, path: str) -> None:
+    """One panel per tuner: dev BLEU of the weights decoded at each iteration, dense only (solid) against
+    sparse features (dashed), mean over seeds with the seeds' range shaded; the legend gives the
+    final space's sparse features."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
+    groups = _sparse_groups(result)
+    columns = min(3, len(groups))
+    rows = (len(groups) + columns - 1) // columns
+    figure, panels = plt.subplots(rows, columns, figsize=(5 * columns, 3.8 * rows), squeeze=False, sharey=True)
+    every = [i["dev_bleu"] for r in result["runs"] for i in r["iterations"]]
+    for axes, (name, dense, sparse) in zip(panels.flat, groups):
+        for runs, colour, style, what in ((dense, "tab:blue", "-", "dense"), (sparse, "tab:red", "--", "sparse")):
+            if not runs:
+                continue
+            length = max(len(r["iterations"]) for r in runs)
+            at = [[r["iterations"][i]["dev_bleu"] for r in runs if i < len(r["iterations"])] for i in range(length)]
+            x = range(1, length + 1)
+            if what == "sparse":
+                features = statistics.mean(r["features"]["sparse"] for r in runs)
+                what = f"+ {features:,.0f} sparse features"
+            else:
+                what = "dense (15 features)"
+            axes.plot(x, [statistics.mean(v) for v in at], color=colour, linestyle=style, marker="o",
+                      label=f"{what}, {len(runs)} run{'s' if len(runs) > 1 else ''}")
+            if len(runs) > 1:
+                axes.fill_between(x, [min(v) for v in at], [max(v) for v in at], color=colour, alpha=0.15)
+        axes.set_title(name)
+        axes.set_xlabel("iteration (weights decoded; 1 = untuned)")
+        axes.set_ylabel("dev BLEU")
+        axes.set_ylim(min(every) - 0.3, max(every) + 0.3)
+        axes.xaxis.set_major_locator(MaxNLocator(integer=True))
+        axes.grid(alpha=0.3)
+        axes.legend(fontsize=8, loc="best")
+    for axes in list(panels.flat)[len(groups):]:
+        axes.set_visible(False)
+    figure.suptitle(f"{result['corpus']}: dev BLEU per iteration, dense only vs rule-id + word-pair sparse features "
+                    f"(mean over seeds, range shaded)")
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+
+
+def write_sparse_study(result: dict, folder: str) -> dict:
+    """``tuner_comparison_<corpus>_sparse.{json,md,png}`` in ``folder``; returns their paths."""
+    import datetime
+    import os
+    base = os.path.join(folder, f"tuner_comparison_{result['corpus']}_sparse")
+    paths = {"json": base + ".json", "md": base + ".md", "png": base + ".png"}
+    os.makedirs(folder, exist_ok=True)
+    sparse_curves(result, paths["png"])
+    with open(paths["json"], "w", encoding="utf-8") as out:
+        json.dump(result, out, indent=1)
+        out.write("\n")
+    size = "quick mode" if result.get("quick") else "full size"
+    seeds = "seed 0" if result.get("quick") else "seeds 0-2 (APRO, deterministic, once)"
+    text = [f"# Sparse features at the APRO paper's scale, {result['corpus']}", "",
+            f"`python benchmarks/tuner_comparison.py --sparse-study` ({size}, {datetime.date.today().isoformat()}): "
+            f"each tuner dense only (15 features) and with `--sparse-features rule-id,word-pair "
+            f"--word-pair-vocabulary 500`; {result['iterations']} iterations, {result['kbest']}-best, stack "
+            f"{result['stack']}, {result['dev_sentences']} dev and {result['test_sentences']} test sentences, "
+            f"{seeds}. Dev BLEU: the returned (best-dev) weights'; test BLEU: "
+            f"theirs on the test set; features: names in the final space; non-zero sparse weights: in the "
+            f"returned weights (in parentheses the most of any weights the tuner returned).", "",
+            result["table"], "", f"![dev BLEU per iteration, dense vs sparse]({os.path.basename(paths['png'])})", ""]
+    with open(paths["md"], "w", encoding="utf-8") as out:
+        out.write("\n".join(text))
+    return paths
+
+
+def sparse_study(quick: bool = False, corpus: str = "multi30k-de-en", partial_json: str | None = None,
+                 results_dir: str | None = None) -> dict:
+    """The sparse-feature study (see the module's docstring); with ``results_dir`` also its files there."""
+    labels = []
+    for name in SPARSE_STUDY:
+        extra = (" " + SPARSE_QUICK_PARAMS[name]) if quick and name in SPARSE_QUICK_PARAMS else ""
+        labels += [name + extra, f"{name} {SPARSE_OPTIONS}{extra}"]
+    options = SPARSE_QUICK if quick else {}
+    result = tuner_quality.run(quick=quick, corpus=corpus, runs=comparison_runs(quick, labels, True),
+                               partial_json=partial_json, test_every_iteration=False, **options)
+    result["quick"] = quick
+    result["kbest"] = options.get("kbest", 100)
+    result["table"] = sparse_table(result)
+    if results_dir is not None:
+        result["files"] = write_sparse_study(result, results_dir)
+    return result
+
+
+STUDIES = {"accumulation": (ACCUMULATION_STUDY, False), "hypergraph": (HYPERGRAPH_STUDY, True),
+           "sparse": (SPARSE_STUDY, False)}
+"""``study`` -> (tuner labels, test BLEU at every iteration); "sparse" runs :func:`sparse_study`."""
 
 
 def run(quick: bool = False, corpus: str = "multi30k-de-en", png: str | None = None,
         partial_json: str | None = None, labels=TUNERS, per_iteration: bool = False,
-        study: str | None = None) -> dict:
-    """The comparison of ``labels`` (or of the tuners of ``study``: "accumulation" or "hypergraph")."""
+        study: str | None = None, results_dir: str | None = None) -> dict:
+    """The comparison of ``labels`` (or of the tuners of ``study``: "accumulation", "hypergraph" or "sparse";
+    ``results_dir``: where the sparse study writes its files)."""
+    if study == "sparse":
+        return sparse_study(quick, corpus, partial_json, results_dir)
     if study is not None:
         labels, per_iteration = STUDIES[study]
     result = tuner_quality.run(quick=quick, corpus=corpus, runs=comparison_runs(quick, labels, per_iteration),
@@ -158,8 +318,14 @@ if __name__ == "__main__":
                         help="run only " + ", ".join(ACCUMULATION_STUDY) + " (compare with the main table)")
     parser.add_argument("--hypergraph-study", action="store_true",
                         help="run " + ", ".join(HYPERGRAPH_STUDY) + " with test BLEU at every iteration")
+    parser.add_argument("--sparse-study", action="store_true",
+                        help="run " + ", ".join(SPARSE_STUDY) + " dense only and with sparse features")
+    parser.add_argument("--results-dir", default=None,
+                        help="the sparse study writes tuner_comparison_<corpus>_sparse.{json,md,png} here")
     args = parser.parse_args()
-    if args.from_json:
+    if args.sparse_study:
+        print(json.dumps(sparse_study(args.quick, args.corpus, args.partial_json, args.results_dir)))
+    elif args.from_json:
         with open(args.from_json, encoding="utf-8") as handle:
             earlier = json.loads(handle.read().strip().splitlines()[-1])
         if isinstance(earlier, list):  # a --partial-json file: the runs so far

@@ -35,16 +35,25 @@ DEFAULT_RUNS = SEED_RUNS + [("apro", 2)]
 """The seeds, and APRO once more: its two runs must give identical weights."""
 
 
+DECODER_PARAMS = ("sparse_features", "word_pair_vocabulary")
+"""Run parameters that are the dev and test decoder's (:class:`~minismt.decode.DecoderSettings`), not the tuner's."""
+
+
 def run(quick: bool = False, iterations: int = 6, stack: int = 100, jobs: int = 2,
         corpus: str = "multi30k-de-en", runs=None, partial_json: str | None = None,
-        test_every_iteration: bool = True, max_train: int | None = None) -> dict:
+        test_every_iteration: bool = True, max_train: int | None = None, kbest: int = 100,
+        quick_sentences: int = 200) -> dict:
     """Train on ``corpus``, tune with each ``(tuner, seed[, params])`` of ``runs``, decode test with the weights
     of every iteration (or, without ``test_every_iteration``, only with the final ones).
 
-    ``params`` are the tuner's, except ``accumulate`` (merge | aggregate | none), the tuning loop's.
+    ``params`` are the tuner's, except ``accumulate`` (merge | aggregate | none), the tuning loop's, and
+    :data:`DECODER_PARAMS` (sparse features and their word-pair vocabulary), the decoder's: a run with
+    sparse features also records its feature space's size and its non-zero sparse weights.
     ``partial_json``: a file rewritten after every tuning run with the results so far.
     ``max_train``: train on the first N pairs only (the hard, small-data setting: more unknown words).
+    ``quick_sentences``: dev and test sentences in quick mode.
     """
+    from minismt.decode import DecoderSettings
     from minismt.io import read_lines
     from tuners.devdecoder import MinismtDevDecoder
     from tuners.loop import TuningRun
@@ -58,7 +67,8 @@ def run(quick: bool = False, iterations: int = 6, stack: int = 100, jobs: int = 
         unknown = round(sum(w not in known for w in dev_tokens) / max(len(dev_tokens), 1), 3)
         test_src, test_ref = read_lines(data / "test.src"), read_lines(data / "test.tgt")
         if quick:
-            dev_src, dev_ref, test_src, test_ref = dev_src[:200], dev_ref[:200], test_src[:200], test_ref[:200]
+            n = quick_sentences
+            dev_src, dev_ref, test_src, test_ref = dev_src[:n], dev_ref[:n], test_src[:n], test_ref[:n]
         if runs is None:
             runs = [("mert", 0), ("kbmira", 0), ("apro", 0), ("pro", 0)] if quick else DEFAULT_RUNS
         elif runs == "seeds":
@@ -69,7 +79,9 @@ def run(quick: bool = False, iterations: int = 6, stack: int = 100, jobs: int = 
             params = dict(spec[2]) if len(spec) > 2 else {}
             label = tuner + "".join(f" {k}={v}" for k, v in sorted(params.items()))
             accumulate = params.pop("accumulate", None)  # the loop's option, not the tuner's
-            decoder = MinismtDevDecoder(str(model), dev_src, kbest=100, jobs=jobs, stack_size=stack)
+            settings = DecoderSettings(stack_size=stack, kbest=kbest, jobs=jobs,
+                                       **{k: params.pop(k) for k in DECODER_PARAMS if k in params})
+            decoder = MinismtDevDecoder(str(model), dev_src, settings)
             run_dir = Path(tmp) / f"run-{len(results)}"
             started = time.perf_counter()
             tuning = TuningRun(decoder, [[r] for r in dev_ref], tuner, run_dir, max_iter=iterations,
@@ -82,16 +94,19 @@ def run(quick: bool = False, iterations: int = 6, stack: int = 100, jobs: int = 
             for record in tuning.history:
                 weights = tuple(record.weights)
                 if test_every_iteration and weights not in test_bleu:
-                    test_bleu[weights] = _test_bleu(model, weights, decoder.space, test_src, test_ref, stack, jobs)
+                    test_bleu[weights] = _test_bleu(model, weights, decoder.space, test_src, test_ref, settings)
                 per_iteration.append({"iteration": record.iteration, "dev_bleu": round(100 * record.dev_bleu, 2),
                                       "test_bleu": test_bleu.get(weights), "seconds": record.seconds})
             final_key = tuple(float(x) for x in final)
             if final_key not in test_bleu:
-                test_bleu[final_key] = _test_bleu(model, final_key, decoder.space, test_src, test_ref, stack, jobs)
+                test_bleu[final_key] = _test_bleu(model, final_key, decoder.space, test_src, test_ref, settings)
             best_dev = max(r.dev_bleu for r in tuning.history)
-            results.append({"tuner": label, "seed": seed, "tuning_seconds": round(seconds, 1),
-                            "iterations": per_iteration, "final_weights": list(final_key),
-                            "final_dev_bleu": round(100 * best_dev, 2), "final_test_bleu": test_bleu[final_key]})
+            result = {"tuner": label, "seed": seed, "tuning_seconds": round(seconds, 1),
+                      "iterations": per_iteration, "final_weights": list(final_key),
+                      "final_dev_bleu": round(100 * best_dev, 2), "final_test_bleu": test_bleu[final_key]}
+            if settings.sparse_features:
+                result.update(_sparse_record(decoder.space, final, tuning, run_dir))
+            results.append(result)
             if partial_json:
                 with open(partial_json, "w", encoding="utf-8") as out:
                     json.dump(results, out)
@@ -128,8 +143,10 @@ def summarize(results: list[dict]) -> dict:
                          "test_bleu_mean": round(statistics.mean(tests), 2),
                          "test_bleu_std": round(statistics.pstdev(tests), 2),
                          "test_bleu_spread": round(max(tests) - min(tests), 2),
-                         "identical_weights_over_runs": all(r["final_weights"] == mine[0]["final_weights"]
-                                                            for r in mine)}
+                         "identical_weights_over_runs": all(
+                             (r["final_weights"], r.get("final_sparse_weights_sha256"))
+                             == (mine[0]["final_weights"], mine[0].get("final_sparse_weights_sha256"))
+                             for r in mine)}
         steps = [r["iterations"][1]["dev_bleu"] - r["iterations"][0]["dev_bleu"] for r in mine
                  if len(r["iterations"]) > 1]
         if steps:  # the first tuning step's effect on the decoded dev BLEU (a collapse is negative)
@@ -188,14 +205,36 @@ def targets(summary: dict, full_corpus: bool) -> dict:
     return out
 
 
-def _test_bleu(model, weights, space, test_src, test_ref, stack: int, jobs: int) -> float:
-    """Test-set BLEU (sacrebleu-equal, tokenised lowercased references) of the weights' 1-best."""
+def _test_bleu(model, weights, space, test_src, test_ref, settings) -> float:
+    """Test-set BLEU (sacrebleu-equal, tokenised lowercased references) of the weights' 1-best, decoded with the
+    dev decoder's search and sparse features (1-best only)."""
+    from dataclasses import replace
     from minismt.metrics import corpus_bleu
-    from minismt.decode import DecoderSettings
     from minismt.parallel import DecodeJob, decode_corpus, named_weights
-    job = DecodeJob(str(model), DecoderSettings(stack_size=stack), *named_weights(space, np.array(weights)))
-    output = [o.best for o in decode_corpus(job, test_src, jobs=jobs)]
+    job = DecodeJob(str(model), replace(settings, kbest=0), *named_weights(space, np.array(weights)))
+    output = [o.best for o in decode_corpus(job, test_src, jobs=settings.jobs)]
     return round(100 * corpus_bleu(output, [[r] for r in test_ref]), 2)
+
+
+def _sparse_record(space, final: np.ndarray, tuning, run_dir: Path) -> dict:
+    """What a run with sparse features adds to its record: the final feature space's size, the returned weights'
+    non-zero sparse weights (their count, the largest and a digest standing for them: a tuned space holds
+    thousands of names) and the most non-zero sparse weights of any weights the tuner returned (every
+    iteration's; the returned weights may be the untuned ones, whose sparse weights are all 0)."""
+    import hashlib
+    n = space.n_dense
+    with open(run_dir / "checkpoint.json", encoding="utf-8") as handle:
+        last = json.load(handle)["weights"]  # the tuner's last output, which no decode scored
+    tuned = [record.weights for record in tuning.history[1:]] + [last]
+    nonzero = np.flatnonzero(final[n:]) + n
+    largest = sorted(nonzero.tolist(), key=lambda i: -abs(final[i]))[:10]
+    return {"features": {"dense": n, "sparse": len(space) - n},
+            "final_weights": [float(x) for x in final[:n]],
+            "final_sparse_weights_sha256": hashlib.sha256(json.dumps(
+                sorted((space.name(i), float(final[i])) for i in nonzero.tolist())).encode()).hexdigest(),
+            "final_sparse_nonzero": int(nonzero.size),
+            "largest_final_sparse_weights": {space.name(i): round(float(final[i]), 6) for i in largest},
+            "tuned_sparse_nonzero_max": max(int(np.count_nonzero(np.asarray(w)[n:])) for w in tuned)}
 
 
 if __name__ == "__main__":

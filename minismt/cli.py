@@ -184,18 +184,21 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 _SETTING_FLAGS = {"stack_size": "--stack", "beam_threshold": "--beam-threshold", "distortion_limit": "--distortion-limit",
-                  "kbest": "--kbest", "sparse_features": "--sparse-features", "jobs": "--jobs"}
+                  "kbest": "--kbest", "sparse_features": "--sparse-features",
+                  "word_pair_vocabulary": "--word-pair-vocabulary", "jobs": "--jobs"}
 
 
 def _decoder_settings(args, **values):
     """The command's :class:`~minismt.decode.DecoderSettings`; a bad value's error names its flag."""
     return DecoderSettings.from_options(_SETTING_FLAGS, stack_size=args.stack, sparse_features=args.sparse_features,
-                                        jobs=args.jobs, **values)
+                                        word_pair_vocabulary=args.word_pair_vocabulary, jobs=args.jobs, **values)
 
 
 _SPARSE_HELP = ("emit sparse features for large-scale tuning, comma-separated: rule-id (one indicator per "
                 "phrase pair, RuleId_<src words>~<tgt words>), word-pair (the aligned word pairs inside "
                 "the phrase pairs, WordPair_<src>~<tgt>); default: none")
+_VOCABULARY_HELP = ("with --sparse-features word-pair: only the pairs of two words among the N most frequent "
+                    "source and target words of the training corpus (the APRO paper: 500); default: every pair")
 
 
 def _decode_command(args) -> int:
@@ -286,6 +289,7 @@ def _add_decode(sub) -> None:
                    help="maximum jump (default: the model's, 6)")
     p.add_argument("--sparse-features", default=None, metavar="LIST",
                    help=_SPARSE_HELP + ". Their weights come from --weights by name (weight 0 if not given)")
+    p.add_argument("--word-pair-vocabulary", type=int, default=None, metavar="N", help=_VOCABULARY_HELP)
     p.add_argument("--jobs", type=int, default=DecoderSettings.jobs, metavar="N",
                    help=f"decoding processes (default {DecoderSettings.jobs})")
     p.add_argument("--dask-scheduler", metavar="ADDRESS",
@@ -430,6 +434,7 @@ def _add_tune(sub) -> None:
                    help=f"decoder stack size ({DecoderSettings.stack_size})")
     p.add_argument("--sparse-features", default=None, metavar="LIST",
                    help="--decoder minismt: " + _SPARSE_HELP + ". Their weights start at 0 (or from --init)")
+    p.add_argument("--word-pair-vocabulary", type=int, default=None, metavar="N", help=_VOCABULARY_HELP)
     p.add_argument("--jobs", type=int, default=DecoderSettings.jobs, metavar="N",
                    help=f"decoding processes ({DecoderSettings.jobs})")
     p.add_argument("--quiet", action="store_true", help="no progress bars")

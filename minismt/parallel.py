@@ -189,7 +189,8 @@ def _decoder(job: DecodeJob):
         settings = job.settings
         decoder = Decoder(model, weights=job.weights, names=job.names or None, stack_size=settings.stack_size,
                           beam_threshold=settings.beam_threshold, distortion_limit=settings.distortion_limit,
-                          sparse_features=settings.sparse_features)
+                          sparse_features=settings.sparse_features,
+                          word_pair_vocabulary=settings.word_pair_vocabulary)
         if len(_DECODERS) >= 8:
             _DECODERS.pop(next(iter(_DECODERS)))
         _DECODERS[key] = decoder

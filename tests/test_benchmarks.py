@@ -92,3 +92,34 @@ def test_tuning_quality_targets_from_hand_made_runs():
     assert goals["mert test >= Moses MERT 39.99"] == {"value": 40.05, "met": True}
     assert goals["best tuner test >= Moses kbmira 40.36"] == {"value": 40.4, "met": True}
     assert not any("Moses" in key for key in tuner_quality.targets(summary, full_corpus=False))
+
+
+def test_sparse_study_table_and_files_from_hand_made_runs(tmp_path):
+    """The sparse study's table pairs each tuner's dense and sparse runs (features, non-zero sparse weights,
+    dev and test BLEU, the sparse runs' difference) and its files are written where asked."""
+    sys.path.insert(0, str(RUN.parent))
+    import tuner_comparison
+
+    def run(label, seed, devs, test, sparse=None):
+        record = {"tuner": label, "seed": seed, "tuning_seconds": 10.0, "final_weights": [1.0] * 15,
+                  "final_dev_bleu": max(devs), "final_test_bleu": test,
+                  "iterations": [{"iteration": t, "dev_bleu": d} for t, d in enumerate(devs)]}
+        if sparse is not None:
+            record.update({"features": {"dense": 15, "sparse": sparse}, "final_sparse_nonzero": sparse // 2,
+                           "tuned_sparse_nonzero_max": sparse})
+        return record
+
+    sparse = "sparse_features=rule-id,word-pair word_pair_vocabulary=500"
+    runs = [run("pro", 0, [30.0, 31.0], 29.0), run("pro", 1, [30.0, 31.4], 29.4),
+            run(f"pro {sparse}", 0, [30.0, 32.0], 30.0, 1000), run(f"pro {sparse}", 1, [30.0, 32.4], 30.0, 1200),
+            run("apro", 0, [30.0, 30.5], 28.0), run(f"apro {sparse}", 0, [30.0, 30.0], 28.5, 900)]
+    result = {"corpus": "toy", "runs": runs, "quick": True, "iterations": 2, "kbest": 20, "stack": 20,
+              "dev_sentences": 30, "test_sentences": 30}
+    result["table"] = tuner_comparison.sparse_table(result)
+    rows = result["table"].splitlines()
+    assert rows[2] == "| pro | 2 | 15 + 0 |  | 31.20 (0.40) | 29.20 (0.20) | 10 |  |"
+    assert rows[3] == "| pro + sparse | 2 | 15 + 1,100 | 550 (1,200) | 32.20 (0.40) | 30.00 (0.00) | 10 | +1.00 / +0.80 |"
+    assert rows[5] == "| apro + sparse | 1 | 15 + 900 | 450 (900) | 30.00 (0.00) | 28.50 (0.00) | 10 | -0.50 / +0.50 |"
+    paths = tuner_comparison.write_sparse_study(result, str(tmp_path))
+    assert sorted(paths) == ["json", "md", "png"] and all(Path(p).stat().st_size > 0 for p in paths.values())
+    assert result["table"] in Path(paths["md"]).read_text() and paths["png"].endswith("toy_sparse.png")

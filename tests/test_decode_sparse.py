@@ -440,3 +440,119 @@ def test_interrupted_sparse_tuning_resumes_to_the_same_weights(system, tmp_path)
     resumed, decoder = run(MinismtDevDecoder, tmp_path / "resumed")
     assert np.array_equal(resumed.run(decoder.default_weights), expected)
     assert len(decoder.space) > 15
+
+
+# ----------------------------------------------------------------------------- the word-pair vocabulary
+
+# A tiny corpus with known word counts and ties at several cuts (source: a 6, b 4, c 4, d 2, e 2, f 1;
+# target: x 7, y 4, z 3, w 2, v 2, u 1)
+TINY_SOURCE = ["a b c", "a b d", "a c e", "a b c", "a d f", "b e a c"]
+TINY_TARGET = ["x y z", "x y w", "x z v", "x y z", "x w u", "y v x x"]
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    from minismt.io import write_lines
+    from minismt.train import Trainer, TrainingConfig
+    data = tmp_path_factory.mktemp("tiny")
+    write_lines(data / "train.src", TINY_SOURCE)
+    write_lines(data / "train.tgt", TINY_TARGET)
+    Trainer(TrainingConfig(src=str(data / "train.src"), tgt=str(data / "train.tgt"), out=str(data / "model"),
+                           lm_order=2, progress=False)).run()
+    return PhraseModel.load(data / "model")
+
+
+def reference_word_pairs(table: PhraseTable, row: int, n: int | None) -> dict[str, float]:
+    """Slow and obvious: a row's word-pair features, keeping the links whose two words are among the ``n``
+    most frequent of the tiny corpus (counted here, ties to the word that sorts first)."""
+    def top(lines):
+        counts: dict[str, int] = {}
+        for line in lines:
+            for word in line.split():
+                counts[word] = counts.get(word, 0) + 1
+        ranked = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+        return {word for word, _ in ranked[:n]} if n is not None else set(counts)
+    source_top, target_top = top(TINY_SOURCE), top(TINY_TARGET)
+    return {name: value for name, value in expected_sparse(table, row).items()
+            if family_of(name) == "word-pair" and all(
+                word in keep for word, keep in zip(parse_name(name)[1] + parse_name(name)[2], (source_top, target_top)))}
+
+
+def table_features(model: PhraseModel, families, n: int | None) -> list[dict[str, float]]:
+    from minismt.decode.sparse import SparseFeatureTable
+    table = SparseFeatureTable.for_model(model, families, n)
+    offsets, ids, values = table.features(np.arange(len(model.table)))
+    return [{table.space.name(int(i)): float(v) for i, v in zip(ids[lo:hi], values[lo:hi])}
+            for lo, hi in zip(offsets[:-1], offsets[1:])]
+
+
+def test_word_pair_vocabulary_keeps_exactly_the_pairs_of_frequent_words(tiny):
+    counts = tiny.training_word_counts()
+    assert counts[0]["a"] == 6 and counts[0]["b"] == counts[0]["c"] == 4 and counts[1]["x"] == 7
+    every = table_features(tiny, ("word-pair",), None)
+    sizes = []
+    for n in (1, 2, 3, 4, 5, 6, 50):
+        found = table_features(tiny, ("word-pair",), n)
+        assert found == [reference_word_pairs(tiny.table, row, n) for row in range(len(tiny.table))]
+        sizes.append(sum(map(len, found)))
+        # rule identifiers are not limited
+        both = table_features(tiny, BOTH, n)
+        assert both == [{**{k: v for k, v in expected_sparse(tiny.table, row).items()
+                                                  if family_of(k) == "rule-id"}, **found[row]}
+                                               for row in range(len(tiny.table))]
+    assert 0 < sizes[0] < sizes[2] < sizes[-1] and sizes == sorted(sizes)
+    # a vocabulary larger than the corpus' is no limit
+    assert table_features(tiny, ("word-pair",), 50) == every == [
+        reference_word_pairs(tiny.table, row, None) for row in range(len(tiny.table))]
+
+
+def test_word_pair_vocabulary_in_the_decoder_and_its_identity(tiny, system, tmp_path):
+    from tuners.devdecoder import MinismtDevDecoder
+    from tuners.loop import TuningRun
+    limited = Decoder(tiny, sparse_features=BOTH, word_pair_vocabulary=2)
+    result = limited.decode("a b c")
+    assert result.sparse and all(set(parse_name(name)[1]) <= {"a", "b"} and set(parse_name(name)[2]) <= {"x", "y"}
+                                 for name in result.sparse if family_of(name) == "word-pair")
+    unlimited = Decoder(tiny, sparse_features=BOTH, word_pair_vocabulary=1000).decode("a b c")
+    assert unlimited.sparse == Decoder(tiny, sparse_features=BOTH).decode("a b c").sparse
+    # the limit is part of the dev decoder's identity: a run directory refuses another limit
+    data, model_dir, _, _ = system
+    sources, references = read_lines(data / "dev.src")[:2], [[r] for r in read_lines(data / "dev.tgt")[:2]]
+
+    def claim(n):
+        dev = MinismtDevDecoder(model_dir, sources, kbest=2, stack_size=5, sparse_features=BOTH,
+                                word_pair_vocabulary=n)
+        assert dev.identity()["word_pair_vocabulary"] == n
+        TuningRun(dev, references, "kbmira", tmp_path, max_iter=1)._claim()
+
+    claim(500)
+    claim(500)
+    with pytest.raises(InputError, match="word_pair_vocabulary: 500 -> null"):
+        claim(None)
+
+
+def test_word_pair_vocabulary_rejects_bad_values(weird, system, tmp_path, capsys):
+    for bad in (0, -5, 2.5, True, "500"):
+        with pytest.raises(InputError, match="word_pair_vocabulary"):
+            DecoderSettings(sparse_features=BOTH, word_pair_vocabulary=bad)
+    with pytest.raises(InputError, match="without the word-pair sparse features"):
+        DecoderSettings(sparse_features="rule-id", word_pair_vocabulary=500)
+    with pytest.raises(InputError, match="--word-pair-vocabulary 500 without"):
+        DecoderSettings.from_options({"word_pair_vocabulary": "--word-pair-vocabulary"}, word_pair_vocabulary=500)
+    assert DecoderSettings(sparse_features=BOTH, word_pair_vocabulary=500).search_key() != \
+        DecoderSettings(sparse_features=BOTH).search_key()
+    # a model made in memory has no training corpus to count
+    with pytest.raises(InputError, match="no training corpus"):
+        Decoder(weird, sparse_features=BOTH, word_pair_vocabulary=5)
+    data, model_dir, _, _ = system
+    base = ["decode", "--model", model_dir, "--input", str(data / "test.src"), "--output", str(tmp_path / "o"),
+            "--quiet"]
+    capsys.readouterr()
+    assert main(base + ["--sparse-features", "word-pair", "--word-pair-vocabulary", "0"]) == 2
+    assert "--word-pair-vocabulary 0" in capsys.readouterr().err
+    assert main(base + ["--word-pair-vocabulary", "5"]) == 2
+    assert "--sparse-features including word-pair" in capsys.readouterr().err
+    assert main(base + ["--stack", "20", "--sparse-features", "word-pair", "--word-pair-vocabulary", "20",
+                        "--kbest", "3", "--kbest-out", str(tmp_path / "nbest")]) == 0
+    from plugins.moses.nbest import iter_nbest
+    assert any(entry.sparse for entry in iter_nbest(tmp_path / "nbest"))

@@ -77,7 +77,8 @@ class MinismtDevDecoder(DevDecoder):
     Decoding runs in ``settings.jobs`` local processes or on ``executor`` (e.g. a Dask client's).
     ``sparse_features`` (e.g. ``("rule-id", "word-pair")``, see :mod:`minismt.decode.sparse`)
     makes the decoder emit sparse features: k-best lists, forests and forced derivations
-    carry them, and :attr:`space` grows by their names as they are met.
+    carry them, and :attr:`space` grows by their names as they are met; ``word_pair_vocabulary``
+    limits the word pairs to the most frequent words (both are in :meth:`identity`).
     """
 
     outputs_forests = forces = decodes_batches = True
@@ -108,7 +109,7 @@ class MinismtDevDecoder(DevDecoder):
         s = self.settings
         return {"decoder": "minismt", "model": json_sha256(model), "dev_source": lines_sha256(self.sentences),
                 "kbest": s.kbest, "stack_size": s.stack_size, "distortion_limit": s.distortion_limit,
-                "sparse_features": list(s.sparse_features)}
+                "sparse_features": list(s.sparse_features), "word_pair_vocabulary": s.word_pair_vocabulary}
 
     def _job(self, weights: np.ndarray, settings: DecoderSettings | None = None, **fields) -> DecodeJob:
         w, names = named_weights(self.space, weights)

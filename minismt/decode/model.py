@@ -9,6 +9,8 @@
 from __future__ import annotations
 
 import os
+import threading
+from collections import Counter
 from typing import Mapping
 
 import numpy as np
@@ -18,6 +20,7 @@ from minismt.decode import _kernels
 from minismt.errors import InputError, finite_number
 from minismt.extract.phrase_table import PhraseTable
 from minismt.features import FeatureSpace
+from minismt.io import iter_lines
 from minismt.lm import LanguageModel
 from minismt.manifest import DEFAULT_WEIGHTS as TRAIN_DEFAULT_WEIGHTS
 from minismt.manifest import load_manifest
@@ -36,6 +39,8 @@ FEATURE_NAMES = (
 DEFAULT_WEIGHTS = dict(TRAIN_DEFAULT_WEIGHTS)
 
 DEFAULT_DISTORTION_LIMIT = 6
+
+_COUNT_LOCK = threading.Lock()  # decoders of one model may be made by several threads
 
 
 class PhraseModel:
@@ -138,6 +143,42 @@ class PhraseModel:
 
     def weight_dict(self) -> dict[str, float]:
         return {name: float(v) for name, v in zip(FEATURE_NAMES, self.weights)}
+
+    def training_word_counts(self) -> tuple[Counter, Counter]:
+        """``(source counts, target counts)``: how often each word occurs in the training corpus.
+
+        Read from the cleaned training text the manifest names (``files.train_src``/``train_tgt``,
+        the text the phrase table was extracted from), counted on first use and kept on the model
+        (nothing the training writes holds word counts: the phrase table's are phrase-pair counts
+        after the table limit). A model without a directory has no training corpus: an
+        :class:`InputError`.
+        """
+        with _COUNT_LOCK:
+            counts = self.__dict__.get("_training_word_counts")
+            if counts is None:
+                counts = self.__dict__["_training_word_counts"] = self._count_training_words()
+        return counts
+
+    def _count_training_words(self) -> tuple[Counter, Counter]:
+        if self.path is None:
+            raise InputError("the model has no training corpus (it was not loaded from a model directory)",
+                             expected="a model directory from 'minismt train'")
+        manifest_path = os.path.join(self.path, "manifest.json")
+        files = load_manifest(self.path)["files"]
+        counts = []
+        for key in ("train_src", "train_tgt"):
+            if key not in files:
+                raise InputError(f"the manifest names no {key} file", manifest_path,
+                                 expected="a model directory from 'minismt train'")
+            path = os.path.join(self.path, files[key])
+            if not os.path.exists(path):
+                raise InputError(f"the training corpus file {files[key]} is missing", path,
+                                 expected="the model directory as 'minismt train' wrote it")
+            counter: Counter = Counter()
+            for _, line in iter_lines(path):
+                counter.update(line.split())
+            counts.append(counter)
+        return counts[0], counts[1]
 
     def target_vocabulary(self) -> Vocabulary:
         """A copy of the phrase table's target vocabulary (the decoder extends it with unknown words)."""

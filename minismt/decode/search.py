@@ -114,8 +114,9 @@ class Decoder:
     weights : ``{name: value}`` replacing some of the model's weights, 15 numbers, or with ``names``
         one number per name (a float64 array over a feature space, as worker processes get them);
         names may also weight sparse features of the enabled families (others weigh 0)
-    stack_size, beam_threshold, distortion_limit, sparse_features : as :class:`DecoderSettings`
-        (Moses ``-s`` 200, ``-b`` 1e-5, the model's distortion limit, none), checked there
+    stack_size, beam_threshold, distortion_limit, sparse_features, word_pair_vocabulary : as
+        :class:`DecoderSettings` (Moses ``-s`` 200, ``-b`` 1e-5, the model's distortion limit, none,
+        every word pair), checked there
     max_phrase_length : longest source phrase used; None takes the table's
     table_limit : options kept per source span by future score (Moses ``table-limit``, 20; 0: all)
     score_end_orientation : also score the last phrase's forward orientation against the end
@@ -135,18 +136,21 @@ class Decoder:
     def __init__(self, model: PhraseModel | str, weights=None, stack_size: int = DecoderSettings.stack_size,
                  beam_threshold: float = DecoderSettings.beam_threshold, distortion_limit: int | None = None,
                  max_phrase_length: int | None = None, table_limit: int = 20,
-                 score_end_orientation: bool = False, sparse_features=None, names=None):
+                 score_end_orientation: bool = False, sparse_features=None, names=None,
+                 word_pair_vocabulary: int | None = None):
         if not isinstance(model, PhraseModel):
             model = PhraseModel.load(model)
         self.model = model
         settings = DecoderSettings(stack_size=stack_size, beam_threshold=beam_threshold,
-                                   distortion_limit=distortion_limit, sparse_features=sparse_features)
+                                   distortion_limit=distortion_limit, sparse_features=sparse_features,
+                                   word_pair_vocabulary=word_pair_vocabulary)
         self.sparse_features = settings.sparse_features
+        self.word_pair_vocabulary = settings.word_pair_vocabulary
         weights, sparse_weights = split_weights(weights, self.sparse_features, FEATURE_NAMES, names)
         self.weights = model.weight_vector(weights)
         self.sparse_weights = {name: value for name, value in sparse_weights.items() if value != 0.0}
         if self.sparse_features:
-            self._sparse = SparseFeatureTable.for_model(model, self.sparse_features)
+            self._sparse = SparseFeatureTable.for_model(model, self.sparse_features, self.word_pair_vocabulary)
             self.space = self._sparse.space
             self._sparse_w = self._sparse.weight_array(self.sparse_weights)
         else:

@@ -50,8 +50,10 @@ class DecoderSettings:
     ``-b``; 0 switches it off); ``distortion_limit``: None takes the model's, a negative one means
     none; ``kbest``: distinct (``distinct``) or derivation k-best list size per sentence, 0 for the
     1-best only; ``sparse_features``: sparse feature families (:data:`SPARSE_FEATURES`, a tuple or
-    a comma-separated string); ``jobs``: decoding processes (results do not depend on it).
-    A bad value is an :class:`InputError` naming it.
+    a comma-separated string); ``word_pair_vocabulary``: with the ``word-pair`` family, keep only the
+    pairs of two words among the N most frequent source and target words of the training corpus
+    (the APRO paper's 500; None: every aligned pair); ``jobs``: decoding processes (results do not
+    depend on it). A bad value is an :class:`InputError` naming it.
     """
 
     stack_size: int = 200
@@ -60,21 +62,26 @@ class DecoderSettings:
     kbest: int = 0
     distinct: bool = True
     sparse_features: tuple[str, ...] = ()
+    word_pair_vocabulary: int | None = None
     jobs: int = 1
 
     def __post_init__(self):
         for name, value in _checked(self.__dict__, {}).items():
             object.__setattr__(self, name, value)
+        _check_combination(self.__dict__, {})
 
     @classmethod
     def from_options(cls, labels: Mapping[str, str], **values) -> "DecoderSettings":
         """Settings from a user's options; an error names the field as ``labels`` spells it
         (e.g. ``{"stack_size": "--stack"}``)."""
-        return cls(**_checked(values, labels))
+        checked = _checked(values, labels)
+        _check_combination({"sparse_features": cls.sparse_features, **checked}, labels)
+        return cls(**checked)
 
     def search_key(self) -> tuple:
         """What decides a decoder's search (not the list size or the processes)."""
-        return self.stack_size, self.beam_threshold, self.distortion_limit, self.sparse_features
+        return (self.stack_size, self.beam_threshold, self.distortion_limit, self.sparse_features,
+                self.word_pair_vocabulary)
 
 
 _INTEGERS = {"stack_size": 1, "kbest": 0, "jobs": 1}  # the smallest value of each integer field
@@ -99,6 +106,8 @@ def _checked(values: Mapping, labels: Mapping[str, str]) -> dict:
             out[name] = check_integer(value, label, _INTEGERS[name])
         elif name == "distortion_limit":
             out[name] = None if value is None else check_integer(value, label)
+        elif name == "word_pair_vocabulary":
+            out[name] = None if value is None else check_integer(value, label, 1)
         elif name == "beam_threshold":
             try:
                 threshold = float(value)
@@ -112,3 +121,11 @@ def _checked(values: Mapping, labels: Mapping[str, str]) -> dict:
         elif name == "sparse_features":
             out[name] = parse_sparse_features(value)
     return out
+
+
+def _check_combination(values: Mapping, labels: Mapping[str, str]) -> None:
+    """A word-pair vocabulary limit needs the word-pair features (else it would be silently ignored)."""
+    if values.get("word_pair_vocabulary") is not None and "word-pair" not in values.get("sparse_features", ()):
+        label = labels.get("word_pair_vocabulary", "word_pair_vocabulary")
+        raise InputError(f"{label} {values['word_pair_vocabulary']} without the word-pair sparse features",
+                         expected=f"{labels.get('sparse_features', 'sparse_features')} including word-pair")

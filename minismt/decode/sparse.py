@@ -12,7 +12,13 @@ Two families, each switched on by its name:
     alignment (the table keeps each pair's alignment from extraction, see
     :mod:`minismt.extract.phrase_table`), that pair of words. Unaligned words give no feature (Moses'
     default, no ``NULL`` pairs); a phrase pair whose table row has no alignment (hand-made
-    tables) gives none.
+    tables) gives none. With a vocabulary of ``N`` (``word_pair_vocabulary``; the APRO paper
+    uses the 500 most frequent words, its footnote 5) only pairs of a source word among the
+    ``N`` most frequent of the training corpus' source side and a target word among the ``N``
+    most frequent of its target side give a feature (:func:`frequent_words`); a link with a
+    word outside them gives none. Moses' ``WordTranslationFeature`` with vocabulary files
+    backs off to ``OTHER`` instead (``wt_OTHER~the``), one name for each rare side; that
+    back-off is not implemented here (its name could not be told from the word ``OTHER``).
 
 Pass-through copies of unknown words have neither (they are sentence-specific; the
 ``UnknownWordPenalty`` scores them), nor have the axiom and goal edges.
@@ -152,19 +158,40 @@ def split_weights(weights, families: Iterable[str], dense_names: Sequence[str], 
     return dense, sparse
 
 
+def frequent_words(counts: Mapping[str, int], n: int) -> set[str]:
+    """The ``n`` most frequent words of ``counts``; ties at the cut go to the word that sorts
+    first (code points), so the set does not depend on the order the counts were made in."""
+    return set(sorted(counts, key=lambda word: (-counts[word], word))[:n])
+
+
+def word_pair_vocabulary_masks(model, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(source mask, target mask)`` over the phrase table's vocabularies: which words are among the
+    ``n`` most frequent of the training corpus' source and target sides
+    (:meth:`~minismt.decode.model.PhraseModel.training_word_counts`)."""
+    source_counts, target_counts = model.training_word_counts()
+    masks = []
+    for vocab, counts in ((model.table.src_vocab, source_counts), (model.table.tgt_vocab, target_counts)):
+        keep = frequent_words(counts, n)
+        masks.append(np.fromiter((word in keep for word in vocab.words), dtype=bool, count=len(vocab)))
+    return masks[0], masks[1]
+
+
 class SparseFeatureTable:
     """The sparse features of every phrase-table row, computed when first needed and kept.
 
     Row ``r``'s features are ``ids[lo[r]:hi[r]]`` / ``values[...]`` (sorted ids of ``space``,
-    summed counts); ``lo[r] < 0`` until computed. One table per model and set of families is
-    shared by the decoders of the model (:meth:`for_model`), so new weights do not recompute
-    names; it is thread-safe.
+    summed counts); ``lo[r] < 0`` until computed. One table per model, set of families and
+    word-pair vocabulary is shared by the decoders of the model (:meth:`for_model`), so new
+    weights do not recompute names; it is thread-safe. ``vocabulary``: the ``(source mask,
+    target mask)`` of :func:`word_pair_vocabulary_masks` (None: every word pair).
     """
 
-    def __init__(self, table, families: Sequence[str], space: FeatureSpace | None = None):
+    def __init__(self, table, families: Sequence[str], space: FeatureSpace | None = None,
+                 vocabulary: tuple[np.ndarray, np.ndarray] | None = None):
         self.table = table
         self.families = tuple(families)
         self.space = space if space is not None else FeatureSpace(FEATURE_NAMES)
+        self.vocabulary = vocabulary
         n = len(table)
         self.lo = np.full(n, -1, dtype=np.int64)
         self.hi = np.full(n, -1, dtype=np.int64)
@@ -177,13 +204,16 @@ class SparseFeatureTable:
         self._lock = threading.Lock()
 
     @classmethod
-    def for_model(cls, model, families: Sequence[str]) -> "SparseFeatureTable":
-        """The model's table for ``families`` (made on first use and kept on the model)."""
-        key = tuple(families)
+    def for_model(cls, model, families: Sequence[str], word_pair_vocabulary: int | None = None) -> "SparseFeatureTable":
+        """The model's table for ``families`` and the word pairs of the ``word_pair_vocabulary`` most
+        frequent words (None: all; made on first use and kept on the model)."""
+        key = (tuple(families), word_pair_vocabulary)
         cache = model.__dict__.setdefault("_sparse_tables", {})
         table = cache.get(key)
         if table is None:
-            table = cache[key] = cls(model.table, key)
+            vocabulary = (word_pair_vocabulary_masks(model, word_pair_vocabulary)
+                          if word_pair_vocabulary is not None and "word-pair" in families else None)
+            table = cache[key] = cls(model.table, key[0], vocabulary=vocabulary)
         return table
 
     def weight_array(self, weights: Mapping[str, float]) -> np.ndarray:
@@ -217,6 +247,8 @@ class SparseFeatureTable:
         if "word-pair" in self.families:
             for s, t in table.align_links[table.align_offsets[row]:table.align_offsets[row + 1]].tolist():
                 if not (0 <= s < len(src) and 0 <= t < len(tgt)):
+                    continue
+                if self.vocabulary is not None and not (self.vocabulary[0][src[s]] and self.vocabulary[1][tgt[t]]):
                     continue
                 key = (src[s], tgt[t])
                 index = self._pair_ids.get(key)
