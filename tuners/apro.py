@@ -50,13 +50,15 @@ METHODS = ("trust-ncg", "trust-krylov")
 
 DEFAULT_C = 1.0
 """C of eq. (3). At ``w = 0`` the loss term is ``C P / N`` with ``P`` preference pairs and ``N``
-hypotheses, ``P / N`` about ``k / 2`` for k-best lists of ``k`` entries: the paper's C = 0.01 was set
-on lists of ``k_s`` about 3,600 (its Sec. 5.2), where the loss weighs about 18; on a first 100-best
-list it weighs 0.5, the regulariser wins, every weight ends within a few hundredths of 0 along the
-mean pair difference (the LM weight pulled towards 0 by length) and the first tuning step loses
-1.4 decoded dev BLEU on Multi30k de-en (2.1 and 3.7 on the small-data de-en and fr-en settings).
-C = 1 (loss weight 50 on a first list) gains or loses at most 0.1 there, and reaches the best dev
-BLEU of C in {0.01, 0.1, 1, 10} on Multi30k de-en (benchmarks/tuner_quality.py)."""
+hypotheses; ``P / N`` is at most ``k / 2`` for lists of ``k`` entries (40 on Moses' scorer100
+100-best lists, 110 on 231 accumulated entries per sentence: ties are not pairs). The paper's
+C = 0.01 was set on lists of ``k_s`` about 3,600 (its Sec. 5.2), where the loss weighs up to 18;
+on a first 100-best list it weighs about 0.4, the regulariser wins, every weight ends within a
+few hundredths of 0 along the mean pair difference (the LM weight pulled towards 0 by length)
+and the first tuning step loses 1.4 decoded dev BLEU on Multi30k de-en (2.1 and 3.7 on the
+small-data de-en and fr-en settings). C = 1 (loss weight about 40 on a first list) loses at most
+0.2 there (it gains 0.4 on fr-en), and reaches the best dev BLEU of C in {0.01, 0.1, 1, 10} on
+Multi30k de-en (benchmarks/tuner_quality.py)."""
 
 
 class APROObjective:
