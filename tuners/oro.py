@@ -37,11 +37,15 @@ over its executor (local processes or a Dask cluster); the updates themselves
 are small QPs made in the driver. One :meth:`fit` is one round (one pass over
 the dev set), one outer iteration of :class:`~tuners.loop.TuningRun`.
 
-Defaults not fixed by the paper, chosen by re-running rounds over Multi30k
-de-en's fixed dev 100-best lists (``eta0`` in {0.01, 0.1, 1}, ``lam`` in
-{1e-3, 1e-2}): ``lam = 1e-3`` (weights within a ball of radius ~31.6),
-``eta0 = 0.1`` for ORO's SGD and ``0.01`` for O-ORO, whose per-constraint
-dual bound ``eta`` plays the role of MIRA's C (k-best MIRA's 0.01).
+Defaults not fixed by the paper: ``lam = 1e-3`` (weights within a ball of radius
+~31.6) and ``eta0 = 0.1`` for ORO's SGD, chosen by re-running rounds over Multi30k
+de-en's fixed dev 100-best lists (``eta0`` in {0.01, 0.1, 1}, ``lam`` in {1e-3,
+1e-2}); ``eta0 = 0.001`` for O-ORO, whose per-constraint dual bound ``eta`` plays
+the role of MIRA's C, chosen by tuning for 4 rounds on the small-data setting
+(de-en trained on 3,000 pairs, 400 dev sentences): best decoded dev BLEU 30.68,
+30.33, 30.35 over seeds 1-3 (start 29.61) against 30.01, 29.61, 30.52 with 0.01,
+whose seed 2 ended at 28.98; ``lam`` in {1e-4, 1e-3, 1e-2} made no difference at
+0.001 and at most 0.4 at 0.01 and 0.1 (seed 1).
 """
 
 from __future__ import annotations
@@ -235,7 +239,7 @@ class OptimizedORO(ORO):
     optimized = True
 
     def __init__(self, loss: str = "hinge", batch_size: int = 16, shards: int = 8, lam: float = 1e-3,
-                 eta0: float = 0.01, mixing: str = "line-search", bleu_options: dict | None = None,
+                 eta0: float = 0.001, mixing: str = "line-search", bleu_options: dict | None = None,
                  seed: int = 0):
         super().__init__(loss=loss, batch_size=batch_size, shards=shards, lam=lam, eta0=eta0,
                          mixing=mixing, bleu_options=bleu_options, seed=seed)
