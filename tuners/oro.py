@@ -45,7 +45,8 @@ the role of MIRA's C, chosen by tuning for 4 rounds on the small-data setting
 (de-en trained on 3,000 pairs, 400 dev sentences): best decoded dev BLEU 30.68,
 30.33, 30.35 over seeds 1-3 (start 29.61) against 30.01, 29.61, 30.52 with 0.01,
 whose seed 2 ended at 28.98; ``lam`` in {1e-4, 1e-3, 1e-2} made no difference at
-0.001 and at most 0.4 at 0.01 and 0.1 (seed 1).
+0.001 and at most 0.4 at 0.01 and 0.1 (seed 1). On Multi30k de-en (1,014 dev sentences, 6 rounds,
+seeds 1-3) 0.001 against 0.01: best dev BLEU 40.15 against 39.54, test_2016 39.97 against 39.30.
 """
 
 from __future__ import annotations
