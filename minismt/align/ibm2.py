@@ -118,12 +118,12 @@ def sentence_shapes(index: PairIndex) -> tuple[np.ndarray, np.ndarray, np.ndarra
     m = np.asarray(index.f_lengths, dtype=np.int64)
     n = np.asarray(index.e_lengths, dtype=np.int64)
     used = (m > 0) & (n > 0)
-    codes = m * (int(n.max(initial=0)) + 1) + n
-    unique, inverse = np.unique(codes[used], return_inverse=True)
+    radix = int(n.max(initial=0)) + 1
+    unique, inverse = np.unique((m * radix + n)[used], return_inverse=True)
     shape_ids = np.zeros(m.shape[0], dtype=np.int64)
     shape_ids[used] = inverse
-    shape_n = unique % (int(n.max(initial=0)) + 1)
-    shape_m = unique // (int(n.max(initial=0)) + 1)
+    shape_n = unique % radix
+    shape_m = unique // radix
     shape_offsets = np.zeros(unique.shape[0] + 1, dtype=np.int64)
     np.cumsum(shape_m, out=shape_offsets[1:])
     return shape_ids, shape_m, shape_n, shape_offsets
