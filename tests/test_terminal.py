@@ -142,11 +142,18 @@ def children(pid: int) -> list[int]:
     return found
 
 
+def default_sigint() -> None:
+    """In the child before it runs: Ctrl-C handled as in a terminal, also when the tests run where SIGINT is
+    ignored (a shell's background job or nohup), which a child would inherit and never be interrupted."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def interrupt_after_workers_start(argv, wait: float = 1.0) -> tuple[int, str, list[int]]:
     """Start ``argv`` in its own process group, wait for its two workers, then Ctrl-C (SIGINT to
     the whole group, as a terminal sends it); exit status, stderr and the workers' pids."""
     process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                               start_new_session=True, env={**os.environ, "PYTHONFAULTHANDLER": "1"})
+                               start_new_session=True, env={**os.environ, "PYTHONFAULTHANDLER": "1"},
+                               preexec_fn=default_sigint)
     deadline = time.monotonic() + 120
     workers = []
     while len(workers) < 2 and time.monotonic() < deadline and process.poll() is None:
