@@ -523,6 +523,7 @@ def test_word_pair_vocabulary_in_the_decoder_and_its_identity(tiny, system, tmp_
         dev = MinismtDevDecoder(model_dir, sources, kbest=2, stack_size=5, sparse_features=BOTH,
                                 word_pair_vocabulary=n)
         assert dev.identity()["word_pair_vocabulary"] == n
+        assert dev.identity()["beam_threshold"] == 1e-5 and "jobs" not in dev.identity()
         TuningRun(dev, references, "kbmira", tmp_path, max_iter=1)._claim()
 
     claim(500)

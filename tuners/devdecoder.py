@@ -9,7 +9,7 @@ import os
 import shutil
 import subprocess
 from concurrent.futures import Executor, ProcessPoolExecutor
-from dataclasses import replace
+from dataclasses import asdict, replace
 from typing import Sequence
 
 import numpy as np
@@ -102,14 +102,15 @@ class MinismtDevDecoder(DevDecoder):
 
     def identity(self) -> dict:
         """What decides this decoder's output besides the weights (a tuning run's ``run.json``): the model
-        (its training steps' input keys and features), the dev sentences and the search settings."""
+        (its training steps' input keys and features), the dev sentences and every search setting but the
+        number of processes."""
         manifest = load_manifest(self.model_dir)
         model = {"features": manifest["features"], "lm_order": manifest.get("lm_order"),
                  "steps": {name: step.get("key") for name, step in manifest.get("steps", {}).items()}}
-        s = self.settings
+        search = {name: list(value) if isinstance(value, tuple) else value
+                  for name, value in asdict(self.settings).items() if name != "jobs"}
         return {"decoder": "minismt", "model": json_sha256(model), "dev_source": lines_sha256(self.sentences),
-                "kbest": s.kbest, "stack_size": s.stack_size, "distortion_limit": s.distortion_limit,
-                "sparse_features": list(s.sparse_features), "word_pair_vocabulary": s.word_pair_vocabulary}
+                **search}
 
     def _job(self, weights: np.ndarray, settings: DecoderSettings | None = None, **fields) -> DecodeJob:
         w, names = named_weights(self.space, weights)
