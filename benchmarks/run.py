@@ -101,14 +101,18 @@ def results_markdown(results: list[dict], quick: bool = False, assembled: bool =
     return "\n".join(lines)
 
 
+TABLES = ("table", "claims", "iteration_table")
+"""Keys of a result holding markdown tables, written into its section in this order."""
+
+
 def section_markdown(result: dict) -> list[str]:
     """One benchmark's section of RESULTS.md: its heading, the tables it made and its numbers."""
     lines = [f"## {result.get('benchmark', '?')}", ""]
-    for key in ("table", "iteration_table"):
+    for key in TABLES:
         if isinstance(result.get(key), str):
             lines += [result[key], ""]
     rows = [(k, v) for k, v in _flatten({k: v for k, v in result.items()
-                                         if k not in ("benchmark", "table", "iteration_table", "runs")})]
+                                         if k not in ("benchmark", "runs", *TABLES)})]
     if rows:
         lines += ["| key | value |", "|---|---|"] + [f"| {k} | {v} |" for k, v in rows] + [""]
     return lines

@@ -15,9 +15,9 @@ markdown table (``table``) and writes the dev-BLEU-per-iteration curves
 Quick mode (``run.py tuner-comparison --quick``): 200 sentences, 2 iterations, one seed.
 
 The sparse-feature study (``--sparse-study``, ``run.py sparse-study``): PRO, APRO, k-best MIRA,
-ListMLE-TE, ORO and HG-REMBO each dense only and with ``--sparse-features rule-id,word-pair``
-and the word pairs of the 500 most frequent words (the APRO paper's setting, its Sec. 5.1 and
-footnote 5), 3 seeds (APRO once), the same 6 iterations, 100-best and stack 100; per run the
+ListMLE-TE, ORO and HG-REMBO (and APRO with the paper's C = 0.01) each dense only and with
+``--sparse-features rule-id,word-pair`` and the word pairs of the 500 most frequent words (the APRO
+paper's setting, its Sec. 5.1 and footnote 5), 3 seeds (APRO once), the same 6 iterations, 100-best and stack 100; per run the
 final feature space's size, its non-zero sparse weights, dev BLEU per iteration, the test BLEU
 of the returned weights and the tuning time. ``--results-dir benchmarks/results`` writes
 ``tuner_comparison_<corpus>_sparse.{json,md,png}`` (the table and, per tuner, dense against
@@ -42,12 +42,13 @@ ACCUMULATION_STUDY = ["listnet accumulate=merge", "listmle-te accumulate=merge"]
 """With ``--accumulation-study``: the listwise tuners with k-best merging instead of instance aggregating."""
 HYPERGRAPH_STUDY = ["mert", "hg-mert", "nbl-bo", "hg-bo", "chg-bo"]
 """With ``--hypergraph-study``: n-best and hypergraph MERT and the BO tuners (issue 7), test BLEU per iteration."""
-SPARSE_STUDY = ["pro", "apro", "kbmira", "listmle-te", "oro", "hg-rembo"]
-"""With ``--sparse-study``: these tuners dense only and with :data:`SPARSE_OPTIONS` (the APRO paper's scale)."""
+SPARSE_STUDY = ["pro", "apro", "apro C=0.01", "kbmira", "listmle-te", "oro", "hg-rembo"]
+"""With ``--sparse-study``: these tuners dense only and with :data:`SPARSE_OPTIONS` (the APRO paper's scale);
+APRO also with the paper's C = 0.01 (its default C = 1 was chosen on the dense features)."""
 SPARSE_OPTIONS = "sparse_features=rule-id,word-pair word_pair_vocabulary=500"
 """The decoder options of the sparse runs (benchmarks/tuner_quality.py's ``DECODER_PARAMS``)."""
 SPARSE_QUICK = {"max_train": 2000, "quick_sentences": 30, "stack": 20, "kbest": 20, "jobs": 1}
-"""The sparse study's quick mode: a small model and dev set, so that the 12 runs take well under a minute."""
+"""The sparse study's quick mode: a small model and dev set, so that the 14 runs take well under a minute."""
 SPARSE_QUICK_PARAMS = {"hg-rembo": "steps=10"}
 """Tuner parameters of the quick sparse study (HG-REMBO's 2 x 100 BO steps would dominate it)."""
 SEEDS = [0, 1, 2]
@@ -93,13 +94,63 @@ def _labels(result: dict) -> list[str]:
 
 
 def table(result: dict) -> str:
-    """Markdown: tuner, runs, dev BLEU mean (spread), test BLEU mean, std and spread."""
-    lines = ["| tuner | runs | dev BLEU mean (spread) | test BLEU mean | test std | test spread |",
-             "|---|---|---|---|---|---|"]
+    """Markdown: tuner, runs, dev BLEU mean (spread), test BLEU mean, std and spread, and (when the runs
+    measured it) the test output's length ratio (output / reference words; below 1 the brevity penalty
+    applies)."""
+    ratios = all("test_length_ratio_mean" in s for s in result["summary"].values())
+    lines = ["| tuner | runs | dev BLEU mean (spread) | test BLEU mean | test std | test spread |"
+             + (" test length ratio |" if ratios else ""), "|---|---|---|---|---|---|" + ("---|" if ratios else "")]
     for name in _labels(result):
         s = result["summary"][name]
         lines.append(f"| {name} | {s['runs']} | {s['dev_bleu_mean']:.2f} ({s['dev_bleu_spread']:.2f}) | "
-                     f"{s['test_bleu_mean']:.2f} | {s['test_bleu_std']:.2f} | {s['test_bleu_spread']:.2f} |")
+                     f"{s['test_bleu_mean']:.2f} | {s['test_bleu_std']:.2f} | {s['test_bleu_spread']:.2f} |"
+                     + (f" {s['test_length_ratio_mean']:.3f} |" if ratios else ""))
+    return "\n".join(lines)
+
+
+CLAIMS = [
+    ("APRO (Dreyer & Dong 2015)", "APRO gives similar or better results than PRO", "apro", "pro"),
+    ("ORO (Watanabe 2012)", "O-ORO is better than ORO", "o-oro", "oro"),
+    ("ORO (Watanabe 2012)", "O-ORO is better than MIRA", "o-oro", "kbmira"),
+    ("ORO (Watanabe 2012)", "O-ORO is better than PRO", "o-oro", "pro"),
+    ("ORO (Watanabe 2012)", "O-ORO is better than MERT", "o-oro", "mert"),
+    ("Listwise (Chen et al. 2017)", "ListNet is better than PRO", "listnet", "pro"),
+    ("Listwise (Chen et al. 2017)", "top-5 ListMLE is better than ListMLE", "listmle-top5", "listmle"),
+    ("Listwise (Chen et al. 2017)", "ListMLE-TE is better than ListMLE", "listmle-te", "listmle"),
+    ("Listwise (Chen et al. 2017)", "ListMLE-TE is better than MERT with the basic features", "listmle-te", "mert"),
+    ("SVM (Gonzalez-Rubio et al. 2010)", "the structured SVM outperforms MERT", "structsvm", "mert"),
+    ("BO (Miao et al. 2016)", "NBL-BO is better than MERT", "nbl-bo", "mert"),
+    ("BO (Miao et al. 2016)", "HG-BO is better than MERT", "hg-bo", "mert"),
+    ("BO (Miao et al. 2016)", "CHG-BO is better than MERT", "chg-bo", "mert"),
+    ("BO (Miao et al. 2016)", "HG-BO is better than NBL-BO", "hg-bo", "nbl-bo"),
+]
+"""(paper, claim, tuner A, tuner B): each paper's claim that A's test BLEU is at least B's, that
+:func:`claims` checks on a comparison's results (the rows whose two tuners the result holds)."""
+
+
+def verdict(difference: float, spread: float) -> str:
+    """A claim "A is at least B" from the mean test BLEU difference A - B: inside the seed spread
+    when ``|difference|`` is at most ``spread`` (the larger of the two tuners' max - min over seeds),
+    else confirmed or contradicted by its sign."""
+    if abs(difference) <= spread:
+        return "inside the seed spread"
+    return "confirmed" if difference > 0 else "contradicted"
+
+
+def claims(result: dict) -> str:
+    """Markdown: every :data:`CLAIMS` row whose tuners the result holds: the two tuners' mean dev and
+    test BLEU differences, the larger test seed spread and the verdict (:func:`verdict`)."""
+    summary = result["summary"]
+    lines = ["| paper | claim | dev A - B | test A - B | test seed spread | verdict |",
+             "|---|---|---|---|---|---|"]
+    for paper, claim, a, b in CLAIMS:
+        if a not in summary or b not in summary:
+            continue
+        sa, sb = summary[a], summary[b]
+        test = sa["test_bleu_mean"] - sb["test_bleu_mean"]
+        spread = max(sa["test_bleu_spread"], sb["test_bleu_spread"])
+        lines.append(f"| {paper} | {claim} ({a} vs {b}) | {sa['dev_bleu_mean'] - sb['dev_bleu_mean']:+.2f} | "
+                     f"{test:+.2f} | {spread:.2f} | {verdict(round(test, 2), round(spread, 2))} |")
     return "\n".join(lines)
 
 
@@ -144,11 +195,17 @@ def curves(result: dict, path: str) -> None:
     plt.close(figure)
 
 
+def _dense_label(label: str) -> str:
+    """A run's tuner label without the decoder's sparse-feature options (:data:`SPARSE_OPTIONS`)."""
+    return " ".join(word for word in label.split() if word.split("=")[0] not in tuner_quality.DECODER_PARAMS)
+
+
 def _sparse_groups(result: dict) -> list[tuple[str, list[dict], list[dict]]]:
-    """``(tuner, dense runs, sparse runs)`` of the sparse study, in :data:`SPARSE_STUDY`'s order."""
+    """``(tuner label, dense runs, sparse runs)`` of the sparse study, in :data:`SPARSE_STUDY`'s order."""
     groups = []
-    for name in SPARSE_STUDY + sorted({r["tuner"].split()[0] for r in result["runs"]} - set(SPARSE_STUDY)):
-        mine = [r for r in result["runs"] if r["tuner"].split()[0] == name]
+    labels = {_dense_label(r["tuner"]) for r in result["runs"]}
+    for name in [n for n in SPARSE_STUDY if n in labels] + sorted(labels - set(SPARSE_STUDY)):
+        mine = [r for r in result["runs"] if _dense_label(r["tuner"]) == name]
         if mine:
             groups.append((name, [r for r in mine if "sparse_features=" not in r["tuner"]],
                            [r for r in mine if "sparse_features=" in r["tuner"]]))
@@ -216,8 +273,9 @@ def sparse_curves(result: dict, path: str) -> None:
                 what = f"+ {features:,.0f} sparse features"
             else:
                 what = "dense (15 features)"
+            test = statistics.mean(r["final_test_bleu"] for r in runs)
             axes.plot(x, [statistics.mean(v) for v in at], color=colour, linestyle=style, marker="o",
-                      label=f"{what}, {len(runs)} run{'s' if len(runs) > 1 else ''}")
+                      label=f"{what}, {len(runs)} run{'s' if len(runs) > 1 else ''}; test BLEU {test:.2f}")
             if len(runs) > 1:
                 axes.fill_between(x, [min(v) for v in at], [max(v) for v in at], color=colour, alpha=0.15)
         axes.set_title(name)
@@ -297,6 +355,7 @@ def run(quick: bool = False, corpus: str = "multi30k-de-en", png: str | None = N
     result = tuner_quality.run(quick=quick, corpus=corpus, runs=comparison_runs(quick, labels, per_iteration),
                                partial_json=partial_json, test_every_iteration=per_iteration)
     result["table"] = table(result)
+    result["claims"] = claims(result)
     if per_iteration:
         result["iteration_table"] = iteration_table(result)
     if png:
@@ -310,7 +369,9 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--corpus", default="multi30k-de-en")
     parser.add_argument("--png", default=None, help="write the convergence curves here")
-    parser.add_argument("--partial-json", default=None)
+    parser.add_argument("--partial-json", default=None,
+                        help="write the runs so far here after every run; runs it holds are not run again "
+                             "(a killed benchmark resumes: give the same options)")
     parser.add_argument("--from-json", default=None, help="redraw from an earlier run's JSON output")
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--accumulation-study", action="store_true",
@@ -326,10 +387,15 @@ if __name__ == "__main__":
         print(json.dumps(sparse_study(args.quick, args.corpus, args.partial_json, args.results_dir)))
     elif args.from_json:
         with open(args.from_json, encoding="utf-8") as handle:
-            earlier = json.loads(handle.read().strip().splitlines()[-1])
+            text = handle.read().strip()
+        try:  # a saved JSON file, or a benchmark's output: progress lines, then one JSON line
+            earlier = json.loads(text)
+        except json.JSONDecodeError:
+            earlier = json.loads(text.splitlines()[-1])
         if isinstance(earlier, list):  # a --partial-json file: the runs so far
             earlier = {"corpus": args.corpus, "runs": earlier, "summary": tuner_quality.summarize(earlier)}
         print(table(earlier))
+        print(claims(earlier))
         if any(i.get("test_bleu") is not None for r in earlier["runs"] for i in r["iterations"]):
             print(iteration_table(earlier))
         if args.png:

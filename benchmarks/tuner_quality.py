@@ -18,6 +18,7 @@ BLEU (a collapse is a large negative); ``targets`` checks each tuning-quality ta
 from __future__ import annotations
 
 import json
+import os
 import statistics
 import tempfile
 import time
@@ -53,7 +54,8 @@ def run(quick: bool = False, iterations: int = 6, stack: int = 100, jobs: int = 
     ``params`` are the tuner's, except ``accumulate`` (merge | aggregate | none), the tuning loop's, and
     :data:`DECODER_PARAMS` (sparse features and their word-pair vocabulary), the decoder's: a run with
     sparse features also records its feature space's size and its non-zero sparse weights.
-    ``partial_json``: a file rewritten after every tuning run with the results so far.
+    ``partial_json``: a file rewritten after every tuning run with the results so far; the runs it already
+    holds (same tuner label and seed) are not run again, so a killed benchmark resumes.
     ``max_train``: train on the first N pairs only (the hard, small-data setting: more unknown words).
     ``quick_sentences``: dev and test sentences in quick mode.
     """
@@ -75,11 +77,14 @@ def run(quick: bool = False, iterations: int = 6, stack: int = 100, jobs: int = 
             dev_src, dev_ref, test_src, test_ref = dev_src[:n], dev_ref[:n], test_src[:n], test_ref[:n]
         if runs is None or runs == "seeds":
             runs = QUICK_RUNS if quick else DEFAULT_RUNS if runs is None else SEED_RUNS
-        results = []
+        results = _earlier_runs(partial_json)
+        done = {(r["tuner"], r["seed"]) for r in results}
         for spec in runs:
             tuner, seed = spec[0], spec[1]
             params = dict(spec[2]) if len(spec) > 2 else {}
             label = tuner + "".join(f" {k}={v}" for k, v in sorted(params.items()))
+            if (label, seed) in done:
+                continue
             accumulate = params.pop("accumulate", None)  # the loop's option, not the tuner's
             settings = DecoderSettings(stack_size=stack, kbest=kbest, jobs=jobs,
                                        **{k: params.pop(k) for k in DECODER_PARAMS if k in params})
@@ -98,20 +103,23 @@ def run(quick: bool = False, iterations: int = 6, stack: int = 100, jobs: int = 
                 if test_every_iteration and weights not in test_bleu:
                     test_bleu[weights] = _test_bleu(model, weights, decoder.space, test_src, test_ref, settings)
                 per_iteration.append({"iteration": record.iteration, "dev_bleu": round(100 * record.dev_bleu, 2),
-                                      "test_bleu": test_bleu.get(weights), "seconds": record.seconds})
+                                      "test_bleu": test_bleu.get(weights, (None,))[0], "seconds": record.seconds})
             final_key = tuple(float(x) for x in final)
             if final_key not in test_bleu:
                 test_bleu[final_key] = _test_bleu(model, final_key, decoder.space, test_src, test_ref, settings)
             best_dev = max(r.dev_bleu for r in tuning.history)
             result = {"tuner": label, "seed": seed, "tuning_seconds": round(seconds, 1),
                       "iterations": per_iteration, "final_weights": list(final_key),
-                      "final_dev_bleu": round(100 * best_dev, 2), "final_test_bleu": test_bleu[final_key]}
+                      "final_dev_bleu": round(100 * best_dev, 2), "final_test_bleu": test_bleu[final_key][0],
+                      "final_test_length_ratio": test_bleu[final_key][1]}
             if settings.sparse_features:
                 result.update(_sparse_record(decoder.space, final, tuning, run_dir))
             results.append(result)
             if partial_json:
-                with open(partial_json, "w", encoding="utf-8") as out:
+                temporary = f"{partial_json}.tmp"
+                with open(temporary, "w", encoding="utf-8") as out:
                     json.dump(results, out)
+                os.replace(temporary, partial_json)
     summary = summarize(results)
     goals = targets(summary, full_corpus=max_train is None and not quick)
     return {"corpus": corpus, "train_pairs": max_train or "all", "unknown_dev_tokens": unknown,
@@ -120,6 +128,14 @@ def run(quick: bool = False, iterations: int = 6, stack: int = 100, jobs: int = 
             "targets_met": f"{sum(g['met'] for g in goals.values())} of {len(goals)}", "runs": results,
             "moses": {"mert_test_2016": MOSES_MERT_TEST, "kbmira_test_2016": MOSES_KBMIRA_TEST,
                       "untuned_test_2016": MOSES_UNTUNED_TEST}}
+
+
+def _earlier_runs(partial_json: str | None) -> list[dict]:
+    """The runs a ``partial_json`` file of an earlier, killed run of the same benchmark holds ([] if none)."""
+    if not partial_json or not os.path.exists(partial_json):
+        return []
+    with open(partial_json, encoding="utf-8") as handle:
+        return json.load(handle)
 
 
 def prepare(corpus: str, folder: Path, max_train: int | None = None) -> tuple[Path, Path]:
@@ -150,6 +166,9 @@ def summarize(results: list[dict]) -> dict:
                              (r["final_weights"], r.get("final_sparse_weights_sha256"))
                              == (mine[0]["final_weights"], mine[0].get("final_sparse_weights_sha256"))
                              for r in mine)}
+        ratios = [r["final_test_length_ratio"] for r in mine if "final_test_length_ratio" in r]
+        if len(ratios) == len(mine):  # output / reference words on test: below 1 the brevity penalty applies
+            summary[name]["test_length_ratio_mean"] = round(statistics.mean(ratios), 4)
         steps = [r["iterations"][1]["dev_bleu"] - r["iterations"][0]["dev_bleu"] for r in mine
                  if len(r["iterations"]) > 1]
         if steps:  # the first tuning step's effect on the decoded dev BLEU (a collapse is negative)
@@ -207,15 +226,17 @@ def targets(summary: dict, full_corpus: bool) -> dict:
     return out
 
 
-def _test_bleu(model, weights, space, test_src, test_ref, settings) -> float:
+def _test_bleu(model, weights, space, test_src, test_ref, settings) -> tuple[float, float]:
     """Test-set BLEU (sacrebleu-equal, tokenised lowercased references) of the weights' 1-best, decoded with the
-    dev decoder's search and sparse features (1-best only)."""
+    dev decoder's search and sparse features (1-best only), and its length ratio (output / reference words:
+    below 1 the brevity penalty ``exp(1 - 1 / ratio)`` scales the BLEU down)."""
     from dataclasses import replace
-    from minismt.metrics import corpus_bleu
+    from minismt.metrics import HYP_LEN, REF_LEN, BleuReferences, corpus_bleu_from_stats
     from minismt.parallel import DecodeJob, decode_corpus, named_weights
     job = DecodeJob(str(model), replace(settings, kbest=0), *named_weights(space, np.array(weights)))
     output = [o.best for o in decode_corpus(job, test_src, jobs=settings.jobs)]
-    return round(100 * corpus_bleu(output, [[r] for r in test_ref]), 2)
+    stats = BleuReferences([[r] for r in test_ref]).stats(np.arange(len(output)), output).sum(axis=0, dtype=np.int64)
+    return round(100 * corpus_bleu_from_stats(stats), 2), round(float(stats[HYP_LEN] / stats[REF_LEN]), 4)
 
 
 def _sparse_record(space, final: np.ndarray, tuning, run_dir: Path) -> dict:
@@ -245,7 +266,9 @@ if __name__ == "__main__":
     parser.add_argument("--corpus", default="multi30k-de-en")
     parser.add_argument("--runs", default=None, help="comma-separated tuner:seed items (default: the issue's set)")
     parser.add_argument("--iterations", type=int, default=6)
-    parser.add_argument("--partial-json", default=None)
+    parser.add_argument("--partial-json", default=None,
+                        help="write the runs so far here after every run; runs it holds are not run again "
+                             "(a killed benchmark resumes: give the same options)")
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--final-test-only", action="store_true", help="decode test with the final weights only")
     args = parser.parse_args()

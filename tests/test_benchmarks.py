@@ -112,7 +112,8 @@ def test_sparse_study_table_and_files_from_hand_made_runs(tmp_path):
     sparse = "sparse_features=rule-id,word-pair word_pair_vocabulary=500"
     runs = [run("pro", 0, [30.0, 31.0], 29.0), run("pro", 1, [30.0, 31.4], 29.4),
             run(f"pro {sparse}", 0, [30.0, 32.0], 30.0, 1000), run(f"pro {sparse}", 1, [30.0, 32.4], 30.0, 1200),
-            run("apro", 0, [30.0, 30.5], 28.0), run(f"apro {sparse}", 0, [30.0, 30.0], 28.5, 900)]
+            run("apro", 0, [30.0, 30.5], 28.0), run(f"apro {sparse}", 0, [30.0, 30.0], 28.5, 900),
+            run("apro C=0.01", 0, [30.0, 30.2], 28.1), run(f"apro C=0.01 {sparse}", 0, [30.0, 30.1], 28.9, 800)]
     result = {"corpus": "toy", "runs": runs, "quick": True, "iterations": 2, "kbest": 20, "stack": 20,
               "dev_sentences": 30, "test_sentences": 30}
     result["table"] = tuner_comparison.sparse_table(result)
@@ -120,6 +121,49 @@ def test_sparse_study_table_and_files_from_hand_made_runs(tmp_path):
     assert rows[2] == "| pro | 2 | 15 + 0 |  | 31.20 (0.40) | 29.20 (0.20) | 10 |  |"
     assert rows[3] == "| pro + sparse | 2 | 15 + 1,100 | 550 (1,200) | 32.20 (0.40) | 30.00 (0.00) | 10 | +1.00 / +0.80 |"
     assert rows[5] == "| apro + sparse | 1 | 15 + 900 | 450 (900) | 30.00 (0.00) | 28.50 (0.00) | 10 | -0.50 / +0.50 |"
+    assert rows[6].startswith("| apro C=0.01 | 1 | 15 + 0 |")  # its own group: the label without the sparse options
+    assert rows[7] == ("| apro C=0.01 + sparse | 1 | 15 + 800 | 400 (800) | 30.10 (0.00) | 28.90 (0.00) | 10 | "
+                       "-0.10 / +0.80 |")
     paths = tuner_comparison.write_sparse_study(result, str(tmp_path))
     assert sorted(paths) == ["json", "md", "png"] and all(Path(p).stat().st_size > 0 for p in paths.values())
     assert result["table"] in Path(paths["md"]).read_text() and paths["png"].endswith("toy_sparse.png")
+
+
+def test_claims_table_gives_each_papers_claim_a_verdict_from_the_seed_spread():
+    """A claim "A is at least B" is confirmed or contradicted only when the test BLEU difference exceeds the
+    larger seed spread of the two tuners; rows whose tuners the result lacks are left out."""
+    sys.path.insert(0, str(RUN.parent))
+    import tuner_comparison
+
+    def row(dev, test, spread):
+        return {"dev_bleu_mean": dev, "test_bleu_mean": test, "test_bleu_spread": spread}
+
+    summary = {"apro": row(40.0, 40.1, 0.0), "pro": row(39.9, 40.5, 0.05),
+               "o-oro": row(40.0, 40.2, 0.3), "oro": row(40.1, 40.0, 0.1),
+               "listmle-te": row(40.0, 41.0, 0.2), "listmle": row(40.0, 40.5, 0.3)}
+    rows = tuner_comparison.claims({"summary": summary}).splitlines()
+    by_pair = {r.split("(")[-1].split(")")[0]: r for r in rows[2:]}
+    assert by_pair["apro vs pro"].endswith("| +0.10 | -0.40 | 0.05 | contradicted |")
+    assert by_pair["o-oro vs oro"].endswith("| -0.10 | +0.20 | 0.30 | inside the seed spread |")
+    assert by_pair["o-oro vs pro"].endswith("| +0.10 | -0.30 | 0.30 | inside the seed spread |")
+    assert by_pair["listmle-te vs listmle"].endswith("| +0.00 | +0.50 | 0.30 | confirmed |")
+    assert set(by_pair) == {"apro vs pro", "o-oro vs oro", "o-oro vs pro", "listmle-te vs listmle"}
+
+
+def test_tuning_benchmark_resumes_from_its_partial_json(tmp_path):
+    """Runs already in ``--partial-json`` (same tuner label and seed) are kept and not run again; the others
+    are run and added to the file."""
+    sys.path.insert(0, str(RUN.parent))
+    import tuner_quality
+
+    earlier = {"tuner": "pro", "seed": 0, "tuning_seconds": 1.0, "final_weights": [1.0] * 15,
+               "final_dev_bleu": 99.0, "final_test_bleu": 99.0,
+               "iterations": [{"iteration": 0, "dev_bleu": 99.0, "test_bleu": None, "seconds": 1.0}]}
+    partial = tmp_path / "partial.json"
+    partial.write_text(json.dumps([earlier]))
+    result = tuner_quality.run(quick=True, runs=[("pro", 0), ("mert", 0)], partial_json=str(partial),
+                               test_every_iteration=False, max_train=300, quick_sentences=5, stack=5, kbest=5,
+                               jobs=1)
+    assert [(r["tuner"], r["seed"]) for r in result["runs"]] == [("pro", 0), ("mert", 0)]
+    assert result["runs"][0] == earlier and result["runs"][1]["final_dev_bleu"] < 99.0
+    assert json.loads(partial.read_text()) == result["runs"]
