@@ -190,7 +190,11 @@ class APRO(Tuner):
     C : regularisation constant of eq. (3) (:data:`DEFAULT_C`, 1; the paper's 0.01 is for
         lists of thousands of hypotheses); the loss is scaled by ``C / N`` with ``N`` the number
         of hypotheses.
-    psi : interpolation ``w_{t+1} = psi w' + (1 - psi) w_t`` (the paper's Psi = 1: none).
+    psi : interpolation ``w_{t+1} = psi w' + (1 - psi) w_t`` (the paper's Psi = 1: none). Measured
+        on Multi30k (benchmarks/tuner_quality.py, 6 iterations): with a good start (de-en), psi = 0.3
+        reaches PRO's test BLEU (40.42 against PRO's mean 40.43; 1 gives 40.13, with output 2% shorter than
+        PRO's); with a start far off (fr-en on 3,000 pairs, output 5% too long), psi = 1 reaches 39.13
+        dev BLEU in 3 steps where 0.3 reaches 37.60.
     bleu_options : keyword arguments of :func:`minismt.metrics.sentence_bleu`
         choosing the BLEU+1 variant; None is Lin & Och's BLEU+1, the paper's.
     tol : stop when ``||grad f(w)|| <= tol * ||grad f(0)||``, the relative
