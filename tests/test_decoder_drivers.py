@@ -217,17 +217,37 @@ def test_bad_driver_arguments(tmp_path):
         missing.decode(missing.default_weights, 0)
 
 
-@pytest.mark.skipif(shutil.which("cdec") is None, reason="the real cdec is not on PATH")
-def test_real_cdec_decodes_the_fixture_system(tmp_path, monkeypatch):
-    """With cdec installed: one tuning iteration on the decode_nc system (grammar, LM) of the fixtures."""
+def real_cdec() -> str:
+    """The real cdec of ../shared/tools (or one on PATH); skips the test with a reason when there is none."""
+    shipped = shared_path().joinpath("tools", "cdec", "cdec")
+    if shipped.exists():
+        return str(shipped)
+    if shutil.which("cdec") is None:
+        pytest.skip("no real cdec: neither ../shared/tools/cdec/cdec nor cdec on PATH")
+    return "cdec"
+
+
+def test_real_cdec_reproduces_the_fixture_decode(tmp_path, monkeypatch):
+    """The real cdec on the decode_nc system (grammar, gzipped LM: cdec.run.ini): our driver's 1-best equals
+    the fixture's onebest.init and its 100-best lists the hypotheses of kbest.init.100, with their features."""
+    command = real_cdec()
     folder = shared_path("fixtures", "cdec", "decode_nc")
     system = tmp_path / "system"
     shutil.copytree(folder, system)
-    monkeypatch.chdir(system)                                 # cdec.ini names its files relative to here
-    decoder = CdecDevDecoder(["cdec"], system / "cdec.ini", system / "weights.init", read_lines(system / "dev.src"),
-                             tmp_path / "work")
+    monkeypatch.chdir(system)                                 # cdec.run.ini names its files relative to here
+    decoder = CdecDevDecoder([command], system / "cdec.run.ini", system / "weights.init",
+                             read_lines(system / "dev.src"), tmp_path / "work", kbest=100)
     kbest, best = decoder.decode(decoder.default_weights, 0)
-    assert kbest.n_instances == 10 and all(best)
+    assert best == read_lines(folder / "onebest.init")
+    expected = []                                             # (sentence, text, features) of cdec -k 100 -r
+    for line in read_lines(folder / "kbest.init.100"):
+        sentence, text, features = [part.strip() for part in line.split("|||")[:3]]
+        expected.append((int(sentence), text, {k: float(v) for k, v in (f.split("=") for f in features.split())}))
+    assert kbest.n_instances == 10
+    ours = [(s, kbest.hypothesis(row), kbest.feature_dict(row)) for s in range(10) for row in kbest.rows(s)]
+    assert [(s, text) for s, text, _ in ours] == [(s, text) for s, text, _ in expected]
+    for (_, _, mine), (_, _, theirs) in zip(ours, expected):
+        assert {k: v for k, v in mine.items() if v} == pytest.approx({k: v for k, v in theirs.items() if v})
 
 
 @pytest.mark.skipif(shutil.which("moses") is None or "MINISMT_TEST_MOSES_INI" not in os.environ,
