@@ -10,6 +10,7 @@ The model directory holds every artefact and a ``manifest.json`` that
     MODEL/model/reordering-table.wbe-msd-bidirectional-fe.gz
     MODEL/model/phrase-table.npz             the compact form the decoder loads
     MODEL/lm/lm.N.arpa                       interpolated modified Kneser-Ney N-gram LM
+    MODEL/moses.ini                          the same model for Moses' decoder (absolute paths)
     MODEL/train.log                          what each step did, its time and peak memory
 
 Each step records a key (sha256 of its inputs' contents and its parameters);
@@ -35,7 +36,7 @@ from minismt.corpus import (DEFAULT_MAX_LENGTH, DEFAULT_MAX_RATIO, Alignment, To
                             Tokenizer, Vocabulary, clean_pairs, read_parallel)
 from minismt.errors import InputError
 from minismt.io import atomic_write, file_sha256, read_lines, write_lines
-from minismt.manifest import DEFAULT_WEIGHTS, MANIFEST, MANIFEST_FORMAT, MANIFEST_VERSION
+from minismt.manifest import DEFAULT_WEIGHTS, MANIFEST, MANIFEST_FORMAT, MANIFEST_VERSION, moses_ini
 from minismt.progress import bar as progress_bar
 
 def _peak_rss_mb() -> float:
@@ -283,6 +284,12 @@ class Trainer:
         self.manifest["features"] = list(DEFAULT_WEIGHTS)
         self.manifest["default_weights"] = dict(DEFAULT_WEIGHTS)
         self.manifest["distortion_limit"] = 6
+        if any(c.isspace() for c in self.out):
+            self.log(f"moses.ini not written: Moses cannot read a path with whitespace ({self.out})")
+        else:
+            with atomic_write(self.path("moses.ini")) as out:
+                out.write(moses_ini(self.out, self.manifest))
+            self.manifest["files"]["moses_ini"] = "moses.ini"
         self._write_manifest()
         total = sum(r.seconds for r in self.records.values() if not r.cached)
         self.log(f"model written to {self.out} ({total:.1f} s of work)")

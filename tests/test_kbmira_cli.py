@@ -442,3 +442,34 @@ def test_subprocess_like_mert_moses(tmp_path):
     assert sorted(p.name for p in work.iterdir()) == sorted(
         ["mert.log", "mert.out", "run1.features.dat", "run1.scores.dat", "run2.features.dat",
          "run2.init.opt", "run2.mira.out", "run2.scores.dat"])  # no temporary file left behind
+
+
+def test_real_mert_moses_tunes_a_minismt_model_with_minismt_kbmira(tmp_path_factory, tmp_path):
+    """The README's recipe end to end with the real tools of ../shared/tools: mert-moses.pl with a mertdir of
+    Moses' extractor, mert, pro and evaluator and minismt-kbmira as its kbmira (APRO), the real Moses
+    decoding the moses.ini that ``minismt train`` wrote, 2 iterations to the end."""
+    from conftest import synthetic_system
+    tools = shared_path("tools", "moses")
+    if shutil.which("perl") is None:
+        pytest.skip("mert-moses.pl needs perl")
+    data, model = synthetic_system(tmp_path_factory, n_pairs=1000, seed=3, dev=20, test=5)
+    mertdir = tmp_path / "mertdir"
+    mertdir.mkdir()
+    for tool in ("extractor", "mert", "pro", "evaluator"):
+        (mertdir / tool).symlink_to(tools / "bin" / tool)
+    (mertdir / "kbmira").symlink_to(Path(sys.executable).with_name("minismt-kbmira"))
+    work = tmp_path / "work"
+    run = subprocess.run(["perl", str(tools / "scripts" / "training" / "mert-moses.pl"), str(data / "dev.src"),
+                          str(data / "dev.tgt"), str(tools / "bin" / "moses"), str(model / "moses.ini"),
+                          "--mertdir", str(mertdir), "--working-dir", str(work), "--batch-mira",
+                          "--batch-mira-args", "--tuner apro", "--predictable-seeds", "--maximum-iterations", "2",
+                          "--nbest", "20", "--decoder-flags", "-threads 1"],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert "tuning with APRO" in (work / "run2.mert.log").read_text()
+    assert re.search(r"^Best BLEU = 0\.\d+$", (work / "run2.mert.log").read_text(), re.M)
+    from plugins.moses.ini import flatten_weights, read_moses_ini_weights
+    tuned = flatten_weights(read_moses_ini_weights(work / "moses.ini"))
+    untuned = flatten_weights(read_moses_ini_weights(model / "moses.ini"))
+    assert tuned.keys() == untuned.keys() and tuned["UnknownWordPenalty0_0"] == 1.0  # not tuneable in Moses
+    assert sum(tuned[name] != untuned[name] for name in tuned) == len(tuned) - 1
