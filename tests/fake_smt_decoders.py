@@ -13,13 +13,15 @@ WEIGHTS -i INPUT (-k K -r | -O DIR)`` does the same with cdec k-best lists and J
 Failures for the tests: the environment variable ``FAKE_FAIL=mode:N`` makes
 the N-th run (counted in the file ``FAKE_COUNTER``) fail: ``exit`` (status 1
 and a message on stderr), ``truncate`` (the list stops halfway, status 0) or
-``kill`` (SIGKILL after writing half the list).
+``kill`` (SIGKILL after writing half the list). ``FAKE_HIDE=NAME`` scores with feature NAME but leaves it
+out of the lists, as Moses does with UnknownWordPenalty0.
 """
 
 from __future__ import annotations
 
 import gzip
 import os
+import re
 import shutil
 import signal
 import sys
@@ -130,12 +132,15 @@ def main(argv: list[str]) -> int:
         scored = sorted(((sum(weights.get(n, 0.0) * v for n, v in features.items()), j)
                          for j, (_, _, features) in enumerate(pool[sentence])), key=lambda x: (-x[0], x[1]))
         best.append(pool[sentence][scored[0][1]][0])
+        hidden = os.environ.get("FAKE_HIDE")
         for score, j in scored[:k]:
             text, field, features = pool[sentence][j]
             if kind == "moses":
+                if hidden:
+                    field = re.sub(rf"(^| ){re.escape(hidden)}= \S+", "", field).strip()
                 lines.append(f"{local} ||| {text} ||| {field} ||| {score!r}")
             else:
-                items = " ".join(f"{n}={v!r}" for n, v in features.items())
+                items = " ".join(f"{n}={v!r}" for n, v in features.items() if n != hidden)
                 lines.append(f"{local} ||| {text} ||| {items} ||| {score!r}")
     if failure in ("truncate", "kill"):
         lines = lines[: len(lines) // 2]

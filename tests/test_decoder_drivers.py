@@ -58,6 +58,28 @@ def _sections_except_weights(path: Path) -> list[str]:
     return kept
 
 
+@pytest.mark.parametrize("kind", ["moses", "cdec"])
+def test_the_dev_bleu_is_the_decoders_own_one_best(kind, tmp_path, monkeypatch):
+    """The driver's 1-best is the decoder's (the first of each list), not the lists rescored: with a feature
+    the decoder scores but does not list (here the LM) the two differ, and the driver keeps the decoder's."""
+    monkeypatch.setenv("FAKE_HIDE", "LM0" if kind == "moses" else "LanguageModel")
+    if kind == "moses":
+        folder, command = _moses_fixture()
+        decoder = MosesDevDecoder(command, folder / "moses.untuned.ini", read_lines(folder / "dev20.src"),
+                                  tmp_path / "w", kbest=20)
+    else:
+        folder, command = _cdec_fixture()
+        decoder = CdecDevDecoder(command, folder / "cdec.ini", folder / "weights.init", read_lines(folder / "dev.src"),
+                                 tmp_path / "w", kbest=20)
+    kbest, best = decoder.decode(decoder.default_weights, 0)
+    first = [kbest.hypothesis(int(kbest.rows(s)[0])) for s in range(kbest.n_instances)]
+    rescored = [kbest.hypothesis(int(r)) for r in kbest.model_best(decoder.default_weights)]
+    assert best == first and best != rescored
+    if kind == "moses":  # Moses' stdout: its 1-best translations
+        stdout = (tmp_path / "w" / "decode.0" / "stdout").read_text().splitlines()
+        assert [b.strip() for b in best] == [line.strip() for line in stdout]
+
+
 def test_moses_driver_tunes_through_the_command_line(tmp_path, capsys):
     """minismt tune --decoder moses: decodes with -weight-overwrite, writes weights.final and a tuned
     moses.ini whose other sections are byte for byte the original's."""
@@ -250,15 +272,39 @@ def test_real_cdec_reproduces_the_fixture_decode(tmp_path, monkeypatch):
         assert {k: v for k, v in mine.items() if v} == pytest.approx({k: v for k, v in theirs.items() if v})
 
 
-@pytest.mark.skipif(shutil.which("moses") is None or "MINISMT_TEST_MOSES_INI" not in os.environ,
-                    reason="needs the real moses on PATH and MINISMT_TEST_MOSES_INI naming a moses.ini whose "
-                           "model translates the Multi30k dev20 sentences of the fixtures")
-def test_real_moses_decodes(tmp_path):
-    folder = shared_path("fixtures", "moses", "m30k")
-    decoder = MosesDevDecoder(["moses", "-threads", "2"], os.environ["MINISMT_TEST_MOSES_INI"],
-                              read_lines(folder / "dev20.src"), tmp_path / "work")
+def test_real_moses_decodes_a_minismt_model(tmp_path_factory, tmp_path):
+    """The real Moses of ../shared/tools through our driver on the moses.ini ``minismt train`` wrote: a k-best
+    list per dev sentence with the features Moses writes (not UnknownWordPenalty0), and 1-best lines."""
+    from conftest import synthetic_system
+    moses = shared_path("tools", "moses", "bin", "moses")
+    data, model = synthetic_system(tmp_path_factory, n_pairs=1000, seed=3, dev=20, test=5)
+    decoder = MosesDevDecoder([str(moses), "-threads", "1"], model / "moses.ini", read_lines(data / "dev.src"),
+                              tmp_path / "work", kbest=20)
     kbest, best = decoder.decode(decoder.default_weights, 0)
-    assert kbest.n_instances == 20 and all(best)
+    assert kbest.n_instances == 20 and len(best) == 20 and all(best)
+    seen = {name for row in range(kbest.n_hypotheses) for name, value in kbest.feature_dict(row).items() if value}
+    assert "LM0_0" in seen and "TranslationModel0_3" in seen and "UnknownWordPenalty0_0" not in seen
+
+
+@pytest.mark.parametrize("tuner", ["mert", "apro", "kbmira", "oro", "hg-mert"])
+def test_real_moses_tuned_ini_decodes_to_the_reported_dev_bleu(tuner, tmp_path_factory, tmp_path):
+    """minismt tune --decoder moses with the real Moses (2 iterations, 20 dev sentences of a model minismt
+    trained): the tuned moses.ini, decoded by Moses, gives exactly the best dev BLEU the run reported."""
+    from conftest import synthetic_system
+    from minismt.metrics import corpus_bleu
+    moses = shared_path("tools", "moses", "bin", "moses")
+    data, model = synthetic_system(tmp_path_factory, n_pairs=1000, seed=3, dev=20, test=5)
+    run_dir = tmp_path / "run"
+    status = cli(["tune", "--decoder", "moses", "--decoder-cmd", f"{moses} -threads 1", "--config",
+                  str(model / "moses.ini"), "--dev-src", str(data / "dev.src"), "--dev-ref", str(data / "dev.tgt"),
+                  "--tuner", tuner, "--iterations", "2", "--seed", "1", "--run-dir", str(run_dir), "--quiet"])
+    assert status == 0
+    reported = max(r["dev_bleu"] for r in json.loads((run_dir / "checkpoint.json").read_text())["history"])
+    import subprocess
+    output = subprocess.run([str(moses), "-f", str(run_dir / "moses.ini"), "-i", str(data / "dev.src"),
+                             "-threads", "1"], capture_output=True, text=True, check=True).stdout.splitlines()
+    references = [[r] for r in read_lines(data / "dev.tgt")]
+    assert corpus_bleu(output, references) == pytest.approx(reported, abs=1e-12)
 
 
 class _ForestRandomSearch(Tuner):

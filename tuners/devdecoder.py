@@ -285,13 +285,14 @@ class ProgramDevDecoder(DevDecoder):
 
     # ---- the DevDecoder interface ------------------------------------------------------------------
     def decode(self, weights: np.ndarray, iteration: int) -> tuple[KBest, list[str]]:
-        """The dev set's k-best lists under ``weights``; the 1-best is each list's model-best."""
+        """The dev set's k-best lists under ``weights`` and the decoder's own 1-best: the first hypothesis it
+        listed for each sentence (Moses and cdec list the best first). Rescoring the lists with ``weights``
+        would differ where the decoder scores a feature its lists do not show (Moses' UnknownWordPenalty0)."""
         folder = self._folder(iteration)
         self._run(folder, weights, self.sentences, hypergraphs=False)
         kbest = self._checked(self._read_kbest(folder, len(self.sentences)), folder)
         kbest.iterations[:] = iteration
-        best = kbest.model_best(weights)
-        return kbest, [kbest.hypothesis(int(r)) for r in best]
+        return kbest, [kbest.hypothesis(int(r)) for r in kbest.offsets[:-1]]
 
     def decode_hypergraphs(self, weights: np.ndarray, iteration: int) -> tuple[list, list[str]]:
         """The dev set's forests under ``weights`` (hypergraph tuners) and their Viterbi strings."""
