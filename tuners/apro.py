@@ -189,7 +189,9 @@ class APRO(Tuner):
     ----------
     C : regularisation constant of eq. (3) (:data:`DEFAULT_C`, 1; the paper's 0.01 is for
         lists of thousands of hypotheses); the loss is scaled by ``C / N`` with ``N`` the number
-        of hypotheses.
+        of hypotheses. With tens of thousands of sparse features use the paper's 0.01: on
+        Multi30k de-en with 30,000 rule-id and word-pair features, C = 1 fits the 1,014 dev
+        sentences by heart (dev BLEU 50.08, test 37.18), C = 0.01 does not (40.00, 39.78).
     psi : interpolation ``w_{t+1} = psi w' + (1 - psi) w_t`` (the paper's Psi = 1: none). Measured
         on Multi30k (benchmarks/tuner_quality.py, 6 iterations): with a good start (de-en), psi = 0.3
         reaches PRO's test BLEU (40.42 against PRO's mean 40.43; 1 gives 40.13, with output 2% shorter than
