@@ -143,6 +143,16 @@ def write_results(results: list[dict], path: Path, quick: bool = False, assemble
     os.replace(temporary, path)
 
 
+def read_output(path) -> dict | list:
+    """A saved benchmark result: a JSON file (maybe indented), or a benchmark's output (progress lines, then
+    one JSON line)."""
+    text = Path(path).read_text(encoding="utf-8").strip()
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return json.loads(text.splitlines()[-1])
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("name", nargs="?", help="benchmark name, or 'all'")
@@ -160,13 +170,7 @@ def main(argv=None) -> int:
     if args.results is None:
         args.results = HERE / ("RESULTS.quick.md" if args.quick else "RESULTS.md")
     if args.assemble or args.update:
-        results = []
-        for path in args.assemble or args.update:
-            text = Path(path).read_text(encoding="utf-8").strip()
-            try:  # a saved result file (JSON, maybe indented)
-                results.append(json.loads(text))
-            except json.JSONDecodeError:  # a benchmark's output: progress lines, then one JSON line
-                results.append(json.loads(text.splitlines()[-1]))
+        results = [read_output(path) for path in args.assemble or args.update]
         if args.update:
             update_results(results, args.results)
         else:

@@ -386,12 +386,8 @@ if __name__ == "__main__":
     if args.sparse_study:
         print(json.dumps(sparse_study(args.quick, args.corpus, args.partial_json, args.results_dir)))
     elif args.from_json:
-        with open(args.from_json, encoding="utf-8") as handle:
-            text = handle.read().strip()
-        try:  # a saved JSON file, or a benchmark's output: progress lines, then one JSON line
-            earlier = json.loads(text)
-        except json.JSONDecodeError:
-            earlier = json.loads(text.splitlines()[-1])
+        from run import read_output
+        earlier = read_output(args.from_json)
         if isinstance(earlier, list):  # a --partial-json file: the runs so far
             earlier = {"corpus": args.corpus, "runs": earlier, "summary": tuner_quality.summarize(earlier)}
         print(table(earlier))

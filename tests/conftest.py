@@ -18,6 +18,13 @@ def shared_path(*parts: str) -> Path:
     return path
 
 
+@pytest.fixture(scope="session")
+def moses_system(tmp_path_factory) -> tuple[Path, Path]:
+    """A small synthetic model for the tests that run the real Moses on it (1,000 pairs, 20 dev sentences),
+    trained once per test session: ``(data folder, model folder)``; its model folder holds moses.ini."""
+    return synthetic_system(tmp_path_factory, n_pairs=1000, seed=3, dev=20, test=5)
+
+
 @pytest.fixture
 def shared():
     """The ../shared folder (fixtures, corpora); skips when it is absent."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -16,6 +17,7 @@ from conftest import shared_path
 from minismt.cli import main as cli
 from minismt.errors import InputError
 from minismt.io import read_lines
+from minismt.metrics import corpus_bleu
 from minismt.hypergraph import read_cdec_forests
 from plugins.cdec.driver import CdecDevDecoder
 from plugins.cdec.weights import read_cdec_weights
@@ -272,12 +274,11 @@ def test_real_cdec_reproduces_the_fixture_decode(tmp_path, monkeypatch):
         assert {k: v for k, v in mine.items() if v} == pytest.approx({k: v for k, v in theirs.items() if v})
 
 
-def test_real_moses_decodes_a_minismt_model(tmp_path_factory, tmp_path):
+def test_real_moses_decodes_a_minismt_model(moses_system, tmp_path):
     """The real Moses of ../shared/tools through our driver on the moses.ini ``minismt train`` wrote: a k-best
     list per dev sentence with the features Moses writes (not UnknownWordPenalty0), and 1-best lines."""
-    from conftest import synthetic_system
     moses = shared_path("tools", "moses", "bin", "moses")
-    data, model = synthetic_system(tmp_path_factory, n_pairs=1000, seed=3, dev=20, test=5)
+    data, model = moses_system
     decoder = MosesDevDecoder([str(moses), "-threads", "1"], model / "moses.ini", read_lines(data / "dev.src"),
                               tmp_path / "work", kbest=20)
     kbest, best = decoder.decode(decoder.default_weights, 0)
@@ -287,20 +288,17 @@ def test_real_moses_decodes_a_minismt_model(tmp_path_factory, tmp_path):
 
 
 @pytest.mark.parametrize("tuner", ["mert", "apro", "kbmira", "oro", "hg-mert"])
-def test_real_moses_tuned_ini_decodes_to_the_reported_dev_bleu(tuner, tmp_path_factory, tmp_path):
+def test_real_moses_tuned_ini_decodes_to_the_reported_dev_bleu(tuner, moses_system, tmp_path):
     """minismt tune --decoder moses with the real Moses (2 iterations, 20 dev sentences of a model minismt
     trained): the tuned moses.ini, decoded by Moses, gives exactly the best dev BLEU the run reported."""
-    from conftest import synthetic_system
-    from minismt.metrics import corpus_bleu
     moses = shared_path("tools", "moses", "bin", "moses")
-    data, model = synthetic_system(tmp_path_factory, n_pairs=1000, seed=3, dev=20, test=5)
+    data, model = moses_system
     run_dir = tmp_path / "run"
     status = cli(["tune", "--decoder", "moses", "--decoder-cmd", f"{moses} -threads 1", "--config",
                   str(model / "moses.ini"), "--dev-src", str(data / "dev.src"), "--dev-ref", str(data / "dev.tgt"),
                   "--tuner", tuner, "--iterations", "2", "--seed", "1", "--run-dir", str(run_dir), "--quiet"])
     assert status == 0
     reported = max(r["dev_bleu"] for r in json.loads((run_dir / "checkpoint.json").read_text())["history"])
-    import subprocess
     output = subprocess.run([str(moses), "-f", str(run_dir / "moses.ini"), "-i", str(data / "dev.src"),
                              "-threads", "1"], capture_output=True, text=True, check=True).stdout.splitlines()
     references = [[r] for r in read_lines(data / "dev.tgt")]

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 from conftest import shared_path
 
+from plugins.moses.ini import flatten_weights, read_moses_ini_weights
 from plugins.moses.kbmira_cli import format_bleu, main
 from plugins.moses.mertfiles import read_extractor_files, read_kbmira_weights
 from tuners import get_tuner
@@ -444,15 +445,14 @@ def test_subprocess_like_mert_moses(tmp_path):
          "run2.init.opt", "run2.mira.out", "run2.scores.dat"])  # no temporary file left behind
 
 
-def test_real_mert_moses_tunes_a_minismt_model_with_minismt_kbmira(tmp_path_factory, tmp_path):
+def test_real_mert_moses_tunes_a_minismt_model_with_minismt_kbmira(moses_system, tmp_path):
     """The README's recipe end to end with the real tools of ../shared/tools: mert-moses.pl with a mertdir of
     Moses' extractor, mert, pro and evaluator and minismt-kbmira as its kbmira (APRO), the real Moses
     decoding the moses.ini that ``minismt train`` wrote, 2 iterations to the end."""
-    from conftest import synthetic_system
     tools = shared_path("tools", "moses")
     if shutil.which("perl") is None:
         pytest.skip("mert-moses.pl needs perl")
-    data, model = synthetic_system(tmp_path_factory, n_pairs=1000, seed=3, dev=20, test=5)
+    data, model = moses_system
     mertdir = tmp_path / "mertdir"
     mertdir.mkdir()
     for tool in ("extractor", "mert", "pro", "evaluator"):
@@ -468,7 +468,6 @@ def test_real_mert_moses_tunes_a_minismt_model_with_minismt_kbmira(tmp_path_fact
     assert run.returncode == 0, run.stderr[-2000:]
     assert "tuning with APRO" in (work / "run2.mert.log").read_text()
     assert re.search(r"^Best BLEU = 0\.\d+$", (work / "run2.mert.log").read_text(), re.M)
-    from plugins.moses.ini import flatten_weights, read_moses_ini_weights
     tuned = flatten_weights(read_moses_ini_weights(work / "moses.ini"))
     untuned = flatten_weights(read_moses_ini_weights(model / "moses.ini"))
     assert tuned.keys() == untuned.keys() and tuned["UnknownWordPenalty0_0"] == 1.0  # not tuneable in Moses
