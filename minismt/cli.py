@@ -317,6 +317,11 @@ def _program_decoder(args, sources: list[str]):
     return CdecDevDecoder(command, args.config, args.init, sources, work_dir, kbest=args.kbest)
 
 
+def _patterns(values: list[str]) -> list[str]:
+    """The feature name patterns of repeated, comma-separated --fix/--free values."""
+    return [item.strip() for value in values for item in value.split(",") if item.strip()]
+
+
 def _tune_command(args) -> int:
     from minismt.decode.sparse import family_of
     from minismt.features import read_weights
@@ -340,7 +345,8 @@ def _tune_command(args) -> int:
                              expected="one reference line per dev sentence")
     options = dict(accumulate=args.accumulate, reset_after=args.reset_after, iterations=args.iterations,
                    seed=args.seed, keep=args.keep, lowercase=args.lowercase, params=tuner_params,
-                   on_iteration=lambda line: print(line, flush=True))
+                   on_iteration=lambda line: print(line, flush=True), fix=_patterns(args.fix),
+                   free=_patterns(args.free))
     references = list(zip(*ref_sets))
     if args.decoder == "minismt":
         if not args.model:
@@ -419,6 +425,15 @@ def _add_tune(sub) -> None:
                         "required: the weights file whose names are the features to tune")
     p.add_argument("--tuner-param", action="append", default=[], metavar="KEY=VALUE",
                    help="a parameter of the tuner, e.g. C=0.001 (VALUE read as JSON when it is); repeat")
+    p.add_argument("--fix", action="append", default=[], metavar="NAMES",
+                   help="features whose weights stay at their start values (comma-separated names or shell "
+                        "patterns, e.g. 'LM0,LexicalReordering0_*'; repeat); the tuners still count them in "
+                        "every score. Moses' tuneable=false features (and UnknownWordPenalty0) are fixed "
+                        "without it, as mert-moses.pl fixes them")
+    p.add_argument("--free", action="append", default=[], metavar="NAMES",
+                   help="tune features the configuration fixes: for cdec, features the --init weights file "
+                        "does not name (e.g. --free 'RuleShape*'); Moses' tuneable=false features cannot be "
+                        "freed (Moses leaves them out of its n-best lists)")
     p.add_argument("--iterations", type=int, default=10, metavar="N", help="at most N decoding iterations (10)")
     p.add_argument("--seed", type=int, default=0, metavar="S", help="seed of every random choice (0)")
     p.add_argument("--kbest", type=int, default=100, metavar="K", help="distinct k-best per sentence (100)")

@@ -10,6 +10,10 @@ stdout; in hypergraph mode it copies the real Moses hypergraphs of the input
 sentences. ``... cdec --pool KBEST [--pool KBEST] --src SRC [--forests DIR] -c INI -w
 WEIGHTS -i INPUT (-k K -r | -O DIR)`` does the same with cdec k-best lists and JSON forests.
 
+``... moses ... -config INI -show-weights`` prints the weights as Moses does: ``Name UNTUNEABLE`` for a
+producer whose ``[feature]`` line says ``tuneable=false`` (and UnknownWordPenalty, untuneable by
+default), ``UNTUNEABLECOMPONENT`` for the zeros of ``tuneable-components``.
+
 Failures for the tests: the environment variable ``FAKE_FAIL=mode:N`` makes
 the N-th run (counted in the file ``FAKE_COUNTER``) fail: ``exit`` (status 1
 and a message on stderr), ``truncate`` (the list stops halfway, status 0) or
@@ -93,8 +97,38 @@ def _option(argv: list[str], flag: str, count: int = 1, repeat: bool = False):
     return found[-1][0] if count == 1 else found[-1]
 
 
+def _show_weights(config: str) -> None:
+    """Print a moses.ini's weights as ``moses -show-weights`` does."""
+    section, counts, untuneable, components = None, {}, set(), {}
+    for line in open(config, encoding="utf-8"):
+        line = line.split("#", 1)[0].strip()
+        if line.startswith("["):
+            section = line
+        elif line and section == "[feature]":
+            kind, *options = line.split()
+            settings = dict(option.split("=", 1) for option in options)
+            name = settings.get("name", f"{kind}{counts.get(kind, 0)}")
+            counts[kind] = counts.get(kind, 0) + 1
+            if settings.get("tuneable", "true" if kind != "UnknownWordPenalty" else "false") == "false":
+                untuneable.add(name)
+            if "tuneable-components" in settings:
+                components[name] = settings["tuneable-components"].split(",")
+        elif line and section == "[weight]":
+            name, *values = line.split()
+            name = name[:-1]
+            if name in untuneable:
+                print(f"{name} UNTUNEABLE")
+            else:
+                shown = [v if components.get(name, ["1"] * len(values))[i] == "1" else "UNTUNEABLECOMPONENT"
+                         for i, v in enumerate(values)]
+                print(f"{name}= " + " ".join(shown))
+
+
 def main(argv: list[str]) -> int:
     kind, argv = argv[0], argv[1:]
+    if kind == "moses" and "-show-weights" in argv:
+        _show_weights(_option(argv, "-config"))
+        return 0
     failure = _failure()
     if failure == "exit":
         print("Exception: the phrase table cannot be loaded (fake failure)", file=sys.stderr)

@@ -100,6 +100,7 @@ def test_config_defaults_and_relative_paths(tmp_path):
     ("[tune]\ntuners = [\"mert\"]\n[output]\nsurface_feature = \"LM\"\n", 4, "output.surface_feature", "LM0_0"),
     ("[tune]\ntuners = [\"mert\"]\niterations = = 3\n", 3, "not valid TOML", None),
     ("[train]\naligner = \"giza\"\n[tune]\ntuners = [\"mert\"]\n", 2, "train.aligner", "'fast-align', 'hmm'"),
+    ("[tune]\ntuners = [\"mert\"]\nfix = [\"LM0 _0\"]\n", 3, "tune.fix", "shell patterns"),
 ])
 def test_bad_configuration_names_file_line_and_key(tmp_path, text, where, message, expected):
     path = write_config(tmp_path, text)

@@ -34,7 +34,8 @@ class DevDecoder(ABC):
     - ``forces``, :meth:`force`: forced decoding to the references (StructSVM's reference features);
     - ``decodes_batches``, :meth:`decode_batches`: sentence subsets under several weights (online tuners).
 
-    :meth:`identity` (what decides the output besides the weights, for ``run.json``) and
+    :meth:`identity` (what decides the output besides the weights, for ``run.json``),
+    :meth:`fixed_by_config` (features the decoder's configuration keeps out of tuning) and
     :meth:`close` (release processes) have defaults. ``space`` is the decoder's feature space.
     """
 
@@ -42,6 +43,13 @@ class DevDecoder(ABC):
     outputs_forests = False
     forces = False
     decodes_batches = False
+    frees_fixed = True
+    """Whether the user may free (``minismt tune --free``) a feature :meth:`fixed_by_config` fixes."""
+
+    def fixed_by_config(self, name: str) -> bool:
+        """Whether the decoder's configuration keeps this feature's weight out of tuning (Moses'
+        ``tuneable=false``; a feature cdec's start weights do not name); see :mod:`tuners.fixing`."""
+        return False
 
     @abstractmethod
     def decode(self, weights: np.ndarray, iteration: int) -> tuple[KBest, list[str]]:

@@ -31,6 +31,11 @@ three iteration strategies from them:
   ``forest_iterations`` ones (CHG-BO), as a
   :class:`~minismt.hypergraph.ForestData`; nothing is accumulated.
 
+Fixed features (``fix`` and ``free`` name patterns, and what the decoder's
+configuration fixes: :meth:`DevDecoder.fixed_by_config`) keep their start
+weights: every strategy gives its tuner the data and weights of a
+:class:`~tuners.fixing.FixedFeatures` view without them.
+
 It stops after ``max_iter`` iterations or when decoding adds no new hypothesis
 to the accumulated list, and returns the weights with the best dev BLEU (or
 the last ones). A run killed at any point resumes from its last checkpoint and
@@ -61,6 +66,7 @@ from minismt.kbest import KBest
 from minismt.metrics import BleuReferences, corpus_bleu_from_stats
 from tuners.base import KBestWithReference, Tuner, TunerTags, get_tuner
 from tuners.devdecoder import DevDecoder
+from tuners.fixing import FIXED_COLUMN, FixedFeatures, matches
 
 CHECKPOINT = "checkpoint.json"
 SETTINGS = "run.json"
@@ -93,13 +99,17 @@ class TuningRun:
     seed : seeds the tuner of iteration t with (seed, t).
     return_best : return the weights with the best dev BLEU (else the last ones).
     lowercase : case-insensitive BLEU.
-    on_iteration : called with each iteration's ``tune.log`` line as the iteration ends (e.g. ``print``).
+    on_iteration : called with each ``tune.log`` line as it is written (e.g. ``print``): the fixed
+        features at the start, then a line per iteration as it ends.
+    fix, free : shell patterns of feature names to keep at their start weights, and of features the
+        decoder's configuration fixes to tune all the same (see :mod:`tuners.fixing`).
     """
 
     def __init__(self, decoder: DevDecoder, references: Sequence[Sequence[str]], tuner,
                  run_dir: str | os.PathLike, accumulate: str | None = None, reset_after: int | None = None,
                  max_iter: int = 10, seed: int = 0, return_best: bool = True,
-                 lowercase: bool = False, tuner_params: dict | None = None, on_iteration=None):
+                 lowercase: bool = False, tuner_params: dict | None = None, on_iteration=None,
+                 fix: Sequence[str] = (), free: Sequence[str] = ()):
         self.tags: TunerTags = (tuner if isinstance(tuner, Tuner) else _tuner_class(tuner)).tags
         if accumulate is None:
             accumulate = self.tags.accumulate
@@ -111,6 +121,13 @@ class TuningRun:
             raise InputError(f"a dev decoder of type {type(decoder).__name__}",
                              expected="a tuners.devdecoder.DevDecoder (minismt's, Moses', cdec's or your subclass)")
         self.decoder = decoder
+        self.fix, self.free = list(fix), list(free)
+        refused = [n for n in decoder.space.names if decoder.fixed_by_config(n) and matches(n, self.free)]
+        if refused and not decoder.frees_fixed:
+            raise InputError(f"--free {refused[0]}: the {getattr(decoder, 'name', 'decoder')} configuration "
+                             f"makes it untuneable and the decoder leaves it out of its k-best lists",
+                             expected="the feature made tuneable in the decoder's configuration")
+        self.view: FixedFeatures | None = None  # the tuners' view without the fixed features (set by run)
         self.references = BleuReferences(references, lowercase=lowercase)
         self.first_references = [refs[0] for refs in references]  # forced decoding's targets
         self.tuner = tuner
@@ -136,7 +153,25 @@ class TuningRun:
         tuner = get_tuner(self.tuner, **self.tuner_params)
         if "seed" in tuner.get_params() and "seed" not in self.tuner_params:
             tuner.set_params(seed=int(np.random.SeedSequence([self.seed, iteration]).generate_state(1)[0]))
+        if "fixed" in tuner.get_params() and self.view is not None and self.view.active and self.view.has_column:
+            given = tuner.get_params()["fixed"]
+            given = [] if given is None else [given] if isinstance(given, str) else list(given)
+            tuner.set_params(fixed=given + [FIXED_COLUMN])  # MERT's line searches keep the column at 1
         return tuner
+
+    def is_fixed(self, name: str) -> bool:
+        """Whether the run keeps this feature's weight (``fix``, or the decoder's configuration less ``free``)."""
+        return matches(name, self.fix) or (self.decoder.fixed_by_config(name) and not matches(name, self.free))
+
+    def _tuner_weights(self, weights: np.ndarray) -> np.ndarray:
+        return self.view.weights_in(weights) if self.view.active else weights
+
+    def _run_weights(self, weights, count: bool = True) -> np.ndarray:
+        weights = np.asarray(weights, dtype=np.float64)
+        return self.view.weights_out(weights, count) if self.view.active else weights
+
+    def _tuner_kbest(self, kbest: KBest) -> KBest:
+        return self.view.kbest(kbest) if self.view.active else kbest
 
     # ---- what the run is --------------------------------------------------------------
     def settings(self) -> dict:
@@ -149,6 +184,8 @@ class TuningRun:
         settings = {"tuner": name, "tuner_params": params, "seed": self.seed, "accumulate": self.accumulate,
                     "reset_after": self.reset_after, "iterations": self.max_iter, "lowercase": self.lowercase,
                     "references": self.references_digest, "decoder": decoder}
+        if self.fix or self.free:
+            settings["fixed_features"] = {"fix": self.fix, "free": self.free}
         return json.loads(json.dumps(settings, sort_keys=True, default=str))
 
     def _claim(self) -> None:
@@ -227,6 +264,7 @@ class TuningRun:
         """Tune from ``w0`` (or resume); returns the final weights and writes ``weights.final``."""
         space = self.decoder.space
         weights = space.start_weights(w0)
+        self.view = FixedFeatures(space, weights, self.is_fixed)
         self._accumulated = None
         start = 0
         self._claim()
@@ -234,19 +272,30 @@ class TuningRun:
         if loaded is not None:
             state, parts = loaded
             weights = np.asarray(state["weights"], dtype=np.float64)
+            self.view = FixedFeatures(space, weights, self.is_fixed)  # fixed weights never change
             start = state["iteration"] + 1
             if parts:
                 self._accumulated = parts if self.accumulate == "aggregate" else parts[0]
             if state["done"]:
                 return self._finish(weights)
+        if start == 0 and self.view.active:
+            fixed = self.view.fixed_names()
+            shown = ", ".join(f"{n} {weights[space.index(n)]:g}" for n in fixed[:12])
+            self._log_line(f"fixed features (their weights stay): {shown}"
+                           + (f" and {len(fixed) - 12} more" if len(fixed) > 12 else ""))
         iteration = {"kbest": self._kbest_iteration, "decoder": self._online_iteration,
                      "forests": self._forest_iteration}[self.tags.fits_on]
         forests = self.tags.fits_on == "forests"
         for t in range(start, self.max_iter):
             began = time.perf_counter()
+            self.view.start_iteration()
+            unscaled = self.view.unscaled
             weights, converged = iteration(self._tuner(t), weights, t, began)
             self._save(t, weights, self._accumulated, done=converged or t == self.max_iter - 1)
             self._log(self.history[-1], forests=forests)
+            if self.view.unscaled > unscaled:
+                self._log_line(f"note, iteration {t}: the tuner weighted the fixed features' part of the score <= 0; "
+                               f"the fixed weights stay, the free ones are not rescaled")
             if converged:
                 break
         return self._finish(weights)
@@ -256,18 +305,20 @@ class TuningRun:
         """An n-best tuner's iteration: fit on the accumulated k-best list (with the forced decoding of the
         references when the tuner needs it and the decoder can force)."""
         data, dev_bleu, new = self._decode_and_accumulate(weights, t)
-        fit_data = data
+        fit_data = self._tuner_kbest(data)
         if self.tags.needs_reference and self.decoder.forces:
-            fit_data = KBestWithReference(data, self.decoder.force(weights, self.first_references, t))
-        return self._record(t, weights, tuner.fit(fit_data, weights), data, dev_bleu, new, began)
+            reference = self.decoder.force(weights, self.first_references, t)
+            fit_data = KBestWithReference(fit_data, self._tuner_kbest(reference))
+        w_next = self._run_weights(tuner.fit(fit_data, self._tuner_weights(weights)))
+        return self._record(t, weights, w_next, data, dev_bleu, new, began)
 
     def _online_iteration(self, tuner: Tuner, weights: np.ndarray, t: int, began: float):
         """An online tuner's iteration: the dev set decoded and accumulated as for n-best tuners (dev BLEU,
         stopping rule), then one round in which the tuner decodes its own mini-batches, started from the
         previous round's state."""
         data, dev_bleu, new = self._decode_and_accumulate(weights, t)
-        source = _BatchSource(self.decoder, self.references, t)
-        w_next = tuner.warm_start(self.tuner_state).fit(source, weights)
+        source = _BatchSource(self, t)
+        w_next = self._run_weights(tuner.warm_start(self.tuner_state).fit(source, self._tuner_weights(weights)))
         self.tuner_state = tuner.state_
         return self._record(t, weights, w_next, data, dev_bleu, new, began)
 
@@ -287,11 +338,14 @@ class TuningRun:
                 record = next(r for r in self.history if r.iteration == u)
                 self._forests[u] = self.decoder.decode_hypergraphs(np.asarray(record.weights), u)[0]
         every = [f for u in window for f in self._forests[u]]
+        if self.view.active:
+            every = [self.view.forest(f) for f in every]
         ids = np.concatenate([np.arange(len(self._forests[u])) for u in window])
         data = ForestData(every, ids, self.references)
-        w_next = np.asarray(tuner.fit(data, weights), dtype=np.float64)
+        w_fit = np.asarray(tuner.fit(data, self._tuner_weights(weights)), dtype=np.float64)
+        w_next = self._run_weights(w_fit)
         edges = sum(f.n_edges for f in forests)
-        self.history.append(IterationRecord(t, dev_bleu, data.bleu(w_next), edges, edges,
+        self.history.append(IterationRecord(t, dev_bleu, data.bleu(w_fit), edges, edges,
                                             round(time.perf_counter() - began, 3), [float(x) for x in weights]))
         return w_next, False
 
@@ -332,8 +386,11 @@ class TuningRun:
                 f"hypotheses ({record.new_hypotheses} new)")
         previous = [r for r in self.history if r.iteration < record.iteration]
         change = f" ({100 * (record.dev_bleu - previous[-1].dev_bleu):+.2f})" if previous else ""
-        line = f"iteration {record.iteration}: decoded dev BLEU {100 * record.dev_bleu:.2f}{change}, " \
-               f"{size}, {record.seconds:.1f} s"
+        self._log_line(f"iteration {record.iteration}: decoded dev BLEU {100 * record.dev_bleu:.2f}{change}, "
+                       f"{size}, {record.seconds:.1f} s")
+
+    def _log_line(self, line: str) -> None:
+        """Append a line to ``tune.log`` and pass it to ``on_iteration``."""
         with open(self._path("tune.log"), "a", encoding="utf-8") as handle:
             handle.write(line + "\n")
         if self.on_iteration is not None:
@@ -383,17 +440,18 @@ def _new_hypotheses(accumulated, kbest: KBest) -> int:
 class _BatchSource:
     """Online tuners' view of the dev decoder: some sentences under given weights, with statistics."""
 
-    def __init__(self, decoder: DevDecoder, references: BleuReferences, iteration: int):
-        if not decoder.decodes_batches:  # the base class's error, before any decoding
-            DevDecoder.decode_batches(decoder, [], iteration)
-        self.decoder = decoder
-        self.references = references
+    def __init__(self, run: TuningRun, iteration: int):
+        if not run.decoder.decodes_batches:  # the base class's error, before any decoding
+            DevDecoder.decode_batches(run.decoder, [], iteration)
+        self.run = run
         self.iteration = iteration
-        self.space = decoder.space
-        self.n_sentences = references.n_sentences
+        self.space = run.view.space if run.view.active else run.decoder.space
+        self.n_sentences = run.references.n_sentences
 
     def decode(self, requests) -> list[KBest]:
-        lists = self.decoder.decode_batches(requests, self.iteration)
+        run = self.run
+        requests = [(run._run_weights(w, count=False), indices) for w, indices in requests]
+        lists = run.decoder.decode_batches(requests, self.iteration)
         for kbest in lists:
-            kbest.set_stats(self.references.kbest_stats(kbest))
-        return lists
+            kbest.set_stats(run.references.kbest_stats(kbest))
+        return [run._tuner_kbest(kbest) for kbest in lists]

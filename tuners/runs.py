@@ -24,12 +24,13 @@ def tuning_settings(tune: Mapping) -> DecoderSettings:
 def tuning_run(decoder: DevDecoder, references: Sequence[Sequence[str]], tuner: str, run_dir: str | os.PathLike, *,
                iterations: int = 10, seed: int = 0, accumulate: str | None = None, reset_after: int | None = None,
                keep: str = "best", lowercase: bool = False, params: dict | None = None,
-               on_iteration=None) -> TuningRun:
+               on_iteration=None, fix: Sequence[str] = (), free: Sequence[str] = ()) -> TuningRun:
     """The :class:`TuningRun` of ``tuner`` decoding with ``decoder``; ``keep`` is "best" (the best dev
-    BLEU's weights) or "last", ``params`` the tuner's parameters."""
+    BLEU's weights) or "last", ``params`` the tuner's parameters, ``fix`` and ``free`` feature name
+    patterns (see :mod:`tuners.fixing`)."""
     return TuningRun(decoder, references, tuner, run_dir, accumulate=accumulate, reset_after=reset_after,
                      max_iter=iterations, seed=seed, return_best=keep == "best", lowercase=lowercase,
-                     tuner_params=params, on_iteration=on_iteration)
+                     tuner_params=params, on_iteration=on_iteration, fix=fix, free=free)
 
 
 def minismt_tuning_run(model_dir: str, sources: Sequence[str], references: Sequence[Sequence[str]], tuner: str,

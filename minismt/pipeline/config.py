@@ -124,6 +124,14 @@ def _tuner_list(value):
     return list(value)
 
 
+def _feature_patterns(value):
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() and " " not in v for v in value):
+        raise _Bad("a list of feature names or shell patterns, e.g. [\"LM0_0\", \"LexicalReordering0_*\"]")
+    return list(value)
+
+
 def _seeds(value):
     if isinstance(value, int) and not isinstance(value, bool):
         if value < 1:
@@ -188,6 +196,8 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "reset_after": Key(None, _int(1, optional=True), "accumulate afresh every N iterations"),
         "keep": Key("best", _str(choices=("best", "last")), "weights kept: best dev BLEU or the last"),
         "lowercase": Key(False, _bool, "case-insensitive BLEU while tuning"),
+        "fix": Key([], _feature_patterns, "features whose weights stay at the untuned values (names or shell "
+                   "patterns, as minismt tune --fix); the tuners still count them in every score"),
         "jobs": Key(DecoderSettings.jobs, _int(1), "decoding processes per tuning run (does not change results)"),
         "parallel": Key(1, _int(1), "tuning runs at the same time, each in its own process "
                         "(does not change results)"),

@@ -7,9 +7,11 @@ Every decode runs the user's cdec command, without a shell::
     <cdec command> -c cdec.ini -w weights -i input -O DIR > 1best       (hypergraph tuners)
 
 ``weights`` is a cdec weights file (``Name value``); the start weights come from
-one too, and its names are the dense features (in its order); every other
-feature of the k-best lists is sparse. The tuned weights are a cdec weights
-file (:func:`plugins.cdec.weights.write_cdec_weights`).
+one too, and its names are the dense features (in its order) and the features
+tuned: every other feature of the k-best lists or forests is sparse and keeps
+weight 0, as in cdec's own tuners (:meth:`CdecDevDecoder.fixed_by_config`),
+unless the user frees it (``minismt tune --free``). The tuned weights are a cdec
+weights file (:func:`plugins.cdec.weights.write_cdec_weights`).
 
 Forests: cdec up to 2014 wrote ``DIR/<i>.json.gz`` (the JSON format of
 :mod:`minismt.hypergraph.cdec_json`); today's cdec writes boost-serialised
@@ -56,6 +58,11 @@ class CdecDevDecoder(ProgramDevDecoder):
         super().__init__(command, space, sentences, os.fspath(work_dir), kbest)
         self.default_weights = space.weights(start, grow=False)
         self.vocab = Vocabulary()  # shared by every decode's forests
+        self.named = frozenset(start)
+
+    def fixed_by_config(self, name: str) -> bool:
+        """A feature the start weights file does not name keeps weight 0 (unless freed)."""
+        return name not in self.named
 
     def _command(self, folder, weights, input_path, hypergraph_dir):
         weights_path = os.path.join(folder, "weights")

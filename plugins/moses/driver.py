@@ -13,6 +13,13 @@ section of moses.ini, named ``Producer_i`` (0-based, as features.dat); the
 start weights are that section's. Sparse features come from the n-best lists
 and go back to Moses in a ``-weight-file`` of ``name value`` lines.
 
+Untuneable features are found as mert-moses.pl finds them, by running
+``<moses command> -config moses.ini -show-weights`` once: a producer it lists as
+``Name UNTUNEABLE`` (``tuneable=false`` in moses.ini; UnknownWordPenalty0 and a
+few others by default) and every value it shows as ``UNTUNEABLECOMPONENT``
+(``tuneable-components``) keep their moses.ini weights (:meth:`fixed_by_config`;
+Moses leaves them out of its n-best lists, so they cannot be freed).
+
 :meth:`MosesDevDecoder.write_config` writes the tuned moses.ini: the numbers
 of the ``[weight]`` lines change, every other byte of the file is kept; with
 sparse weights, a ``moses.sparse-weights`` file is written next to it and a
@@ -22,6 +29,7 @@ sparse weights, a ``moses.sparse-weights`` file is written next to it and a
 from __future__ import annotations
 
 import os
+import subprocess
 from typing import Sequence
 
 import numpy as np
@@ -37,6 +45,39 @@ from tuners.devdecoder import ProgramDevDecoder
 
 SPARSE_WEIGHTS = "moses.sparse-weights"
 """The sparse weights file written next to a tuned moses.ini."""
+
+
+def untuneable_features(command: Sequence[str], config: str, weights: dict[str, float]
+                        ) -> tuple[set[str], dict[str, list[int]]]:
+    """The untuneable ``Name_i`` features among ``weights`` (flat moses.ini weights) as
+    ``<command> -config CONFIG -show-weights`` prints them, and for every producer with untuneable
+    components the indices of its tuneable ones (the values its n-best entries print)."""
+    argv = list(command) + ["-config", config, "-show-weights"]
+    try:
+        done = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True)
+    except OSError as error:
+        raise InputError(f"cannot run the Moses decoder {argv[0]!r}: {error.strerror or error}",
+                         expected="a decoder command that runs (--decoder-cmd)") from None
+    if done.returncode != 0:
+        tail = done.stderr.decode("utf-8", errors="replace").strip()[-1500:] or "(nothing)"
+        raise InputError(f"'{' '.join(argv)[:300]}' exited with status {done.returncode}; its stderr ends: "
+                         f"{tail}", config, expected="a moses.ini the Moses command loads")
+    sizes: dict[str, int] = {}
+    for name in weights:
+        producer = name.rsplit("_", 1)[0]
+        sizes[producer] = sizes.get(producer, 0) + 1
+    untuneable: set[str] = set()
+    components: dict[str, list[int]] = {}
+    for line in done.stdout.decode("utf-8", errors="replace").splitlines():
+        tokens = line.split()
+        if len(tokens) == 2 and tokens[1] == "UNTUNEABLE":
+            untuneable.update(f"{tokens[0]}_{i}" for i in range(sizes.get(tokens[0], 0)))
+        elif len(tokens) > 1 and tokens[0].endswith("=") and "UNTUNEABLECOMPONENT" in tokens[1:]:
+            producer = tokens[0][:-1]
+            values = tokens[1:]
+            untuneable.update(f"{producer}_{i}" for i, v in enumerate(values) if v == "UNTUNEABLECOMPONENT")
+            components[producer] = [i for i, v in enumerate(values) if v != "UNTUNEABLECOMPONENT"]
+    return untuneable & set(weights), components
 
 
 class MosesDevDecoder(ProgramDevDecoder):
@@ -59,6 +100,13 @@ class MosesDevDecoder(ProgramDevDecoder):
         super().__init__(command, space, sentences, os.fspath(work_dir), kbest)
         self.default_weights = space.weights(self.start, grow=False)
         self.vocab = Vocabulary()  # shared by every decode's hypergraphs
+        self.untuneable, self.components = untuneable_features(self.command, self.config, self.start)
+
+    frees_fixed = False
+
+    def fixed_by_config(self, name: str) -> bool:
+        """Whether ``moses -show-weights`` calls the feature (or its producer) untuneable."""
+        return name in self.untuneable
 
     def _weight_arguments(self, folder: str, weights: np.ndarray) -> list[str]:
         """``-weight-overwrite`` with every dense weight, ``-weight-file`` with the non-zero sparse ones."""
@@ -86,7 +134,7 @@ class MosesDevDecoder(ProgramDevDecoder):
         path = os.path.join(folder, "nbest")
         if not os.path.exists(path):
             raise InputError("Moses wrote no n-best list", path, expected="an -n-best-list file")
-        return read_nbest(path, space=self.space, n_sentences=n_sentences)
+        return read_nbest(path, space=self.space, n_sentences=n_sentences, components=self.components)
 
     def _read_hypergraphs(self, hypergraph_dir, n_sentences):
         return read_moses_hypergraphs(hypergraph_dir, self.space, self.vocab)

@@ -18,7 +18,7 @@ import math
 import os
 import re
 from dataclasses import dataclass, field
-from typing import Iterable, Iterator, Sequence
+from typing import Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -205,7 +205,7 @@ def sparse_arrays(sparse: dict[str, float], space: FeatureSpace, path, line: int
 
 
 def read_nbest(path: str | os.PathLike, space: FeatureSpace | None = None,
-               n_sentences: int | None = None) -> KBest:
+               n_sentences: int | None = None, components: Mapping[str, Sequence[int]] | None = None) -> KBest:
     """Read an n-best list into a :class:`KBest` (one instance per sentence ``0 .. n-1``).
 
     Without ``space`` the dense names come from the first line (``Label_i``).
@@ -213,7 +213,10 @@ def read_nbest(path: str | os.PathLike, space: FeatureSpace | None = None,
     (dense names of ``space`` missing from the list get 0, as Moses'
     UnknownWordPenalty0, which is never printed). Sparse names are added to the
     space. Every line must have the first line's label groups, and sentence ids
-    must not decrease. No statistics are attached (see :class:`BleuReferences`).
+    must not decrease. ``components`` gives, for a producer of which Moses prints only some values
+    (``tuneable-components`` in moses.ini), the index of each printed value (``{"TranslationModel0":
+    [0, 2, 3]}``: its three values are ``TranslationModel0_0``, ``_2`` and ``_3``). No statistics are
+    attached (see :class:`BleuReferences`).
     """
     builder: KBestBuilder | None = None
     layout = None
@@ -223,6 +226,8 @@ def read_nbest(path: str | os.PathLike, space: FeatureSpace | None = None,
         if builder is None:
             layout = entry.layout()
             names = entry.dense_names()
+            if components:
+                names = _component_names(entry, components, path)
             if space is None:
                 space = FeatureSpace(names)
             columns = dense_columns(names, space, path, entry.line)
@@ -244,6 +249,18 @@ def read_nbest(path: str | os.PathLike, space: FeatureSpace | None = None,
     if builder is None:
         builder = KBestBuilder(space if space is not None else FeatureSpace())
     return builder.build(n_sentences)
+
+
+def _component_names(entry: NbestEntry, components: Mapping[str, Sequence[int]], path) -> list[str]:
+    """The dense names of ``entry``'s values when some producers print only the components listed."""
+    names = []
+    for label, values in entry.features:
+        indices = components.get(label, range(len(values)))
+        if len(indices) != len(values):
+            raise InputError(f"{label} has {len(values)} values", path, entry.line,
+                             f"its {len(indices)} tuneable components")
+        names += [f"{label}_{i}" for i in indices]
+    return names
 
 
 def _writable_label(name: str, sparse: bool) -> bool:
