@@ -357,7 +357,9 @@ def _tune_command(args) -> int:
         raise InputError(f"--sparse-features with --decoder {args.decoder}",
                          expected="--decoder minismt (Moses and cdec configure their own sparse features)")
     else:
-        run = tuning_run(_program_decoder(args, sources), references, args.tuner, args.run_dir, **options)
+        program = _program_decoder(args, sources)
+        program.keep_forests = args.keep_forests
+        run = tuning_run(program, references, args.tuner, args.run_dir, **options)
     decoder = run.decoder
     start = decoder.default_weights
     if args.init and args.decoder != "cdec":
@@ -434,6 +436,9 @@ def _add_tune(sub) -> None:
                    help="tune features the configuration fixes: for cdec, features the --init weights file "
                         "does not name (e.g. --free 'RuleShape*'); Moses' tuneable=false features cannot be "
                         "freed (Moses leaves them out of its n-best lists)")
+    p.add_argument("--keep-forests", action="store_true",
+                   help="--decoder moses|cdec with a hypergraph tuner: keep every decode's forests in "
+                        "RUN_DIR/decoder/decode.N/hypergraphs (by default each is deleted once read)")
     p.add_argument("--iterations", type=int, default=10, metavar="N", help="at most N decoding iterations (10)")
     p.add_argument("--seed", type=int, default=0, metavar="S", help="seed of every random choice (0)")
     p.add_argument("--kbest", type=int, default=100, metavar="K", help="distinct k-best per sentence (100)")

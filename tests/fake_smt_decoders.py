@@ -183,7 +183,9 @@ def main(argv: list[str]) -> int:
     if hypergraph_dir and hypergraph_dir[2]:
         source_dir = _option(argv, "--hypergraphs" if kind == "moses" else "--forests")
         for local, sentence in enumerate(sentences):
-            if kind == "moses":
+            if kind == "moses" and hypergraph_dir[1] == "gz":
+                shutil.copy(os.path.join(source_dir, f"{sentence}.gz"), os.path.join(hypergraph_dir[2], f"{local}.gz"))
+            elif kind == "moses":
                 with gzip.open(os.path.join(source_dir, f"{sentence}.gz"), "rb") as graph, \
                         open(os.path.join(hypergraph_dir[2], str(local)), "wb") as out:
                     shutil.copyfileobj(graph, out)

@@ -400,4 +400,27 @@ def test_hypergraph_tuners_on_real_moses_and_cdec_forests(tmp_path, kind, tuner,
         assert first.tuned_bleu > first.dev_bleu + 0.05
     elif kind == "cdec":
         assert first.tuned_bleu > first.dev_bleu
-    assert len(run.history) == 2 and (tmp_path / "w" / "decode.1" / "hypergraphs").is_dir()
+    assert len(run.history) == 2 and not (tmp_path / "w" / "decode.1" / "hypergraphs").exists()  # deleted once read
+
+
+@pytest.mark.parametrize("keep", [False, True])
+def test_moses_forests_are_gzipped_and_deleted_once_read_unless_kept(tmp_path, keep):
+    """Moses writes its hypergraphs gzipped (``... true gz DIR``, as mert-moses.pl asks); the driver reads
+    them and deletes them with the decode's done.json, so that decoding again reruns Moses; --keep-forests
+    keeps them."""
+    folder, command = _moses_fixture()
+    sources = read_lines(folder / "hypergraphs" / "dev5.src")
+    decoder = MosesDevDecoder(command, folder / "moses.mert.ini", sources, tmp_path / "w")
+    decoder.keep_forests = keep
+    graphs, best = decoder.decode_hypergraphs(decoder.default_weights, 0)
+    assert len(graphs) == 5 and best == [line.strip() for line in read_lines(folder / "dev20.mert.1best")[:5]]
+    done = tmp_path / "w" / "decode.0" / "done.json"
+    forests = tmp_path / "w" / "decode.0" / "hypergraphs"
+    assert forests.is_dir() == keep and done.exists() == keep
+    if keep:
+        command = json.loads(done.read_text())["command"]
+        assert command[command.index("-output-search-graph-hypergraph") + 2] == "gz"
+    if keep:
+        assert sorted(p.name for p in forests.iterdir()) == ["0.gz", "1.gz", "2.gz", "3.gz", "4.gz"]
+    again, _ = decoder.decode_hypergraphs(decoder.default_weights, 0)
+    assert [g.n_edges for g in again] == [g.n_edges for g in graphs]

@@ -191,12 +191,17 @@ class ProgramDevDecoder(DevDecoder):
     instead of being rerun, so a run killed between decoding and its checkpoint
     does not decode twice. Ctrl-C kills the program too.
 
+    Forests (hypergraph tuners) are deleted once read, with the decode's ``done.json`` (a resumed run
+    decodes them again), unless :attr:`keep_forests` is set.
+
     Subclasses give the argument list (:meth:`_command`) and read the output
     (:meth:`_read_kbest`, :meth:`_read_hypergraphs`).
     """
 
     name = "decoder"
     decodes_batches = True  # one program run per mini-batch
+    keep_forests = False
+    """Keep every decode's forests on disk (``minismt tune --keep-forests``)."""
 
     def __init__(self, command: Sequence[str], space: FeatureSpace, sentences: Sequence[str], work_dir: str,
                  kbest: int = 100):
@@ -311,6 +316,9 @@ class ProgramDevDecoder(DevDecoder):
             os.unlink(os.path.join(folder, "done.json"))
             raise InputError(f"{len(graphs)} forests for {len(self.sentences)} dev sentences", hypergraph_dir,
                              expected="one forest per dev sentence")
+        if not self.keep_forests:
+            os.unlink(os.path.join(folder, "done.json"))
+            shutil.rmtree(hypergraph_dir)
         best = [graph.viterbi(weights) for graph in graphs]
         return graphs, [derivation.text if derivation is not None else "" for derivation in best]
 

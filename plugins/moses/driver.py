@@ -7,8 +7,9 @@ a shell::
     <moses command> -config moses.ini -weight-overwrite 'WordPenalty0= -1 LM0= 0.5 ...'
         [-weight-file sparse-weights] -n-best-list nbest K distinct -input-file input > stdout
 
-(``-output-search-graph-hypergraph true txt DIR`` instead of the n-best list
-for hypergraph tuners). The dense features are those of the ``[weight]``
+(``-output-search-graph-hypergraph true gz DIR`` instead of the n-best list
+for hypergraph tuners, gzipped as mert-moses.pl asks for them, read by a numba
+reader and deleted once read). The dense features are those of the ``[weight]``
 section of moses.ini, named ``Producer_i`` (0-based, as features.dat); the
 start weights are that section's. Sparse features come from the n-best lists
 and go back to Moses in a ``-weight-file`` of ``name value`` lines.
@@ -127,7 +128,7 @@ class MosesDevDecoder(ProgramDevDecoder):
         if hypergraph_dir is None:
             argv += ["-n-best-list", os.path.join(folder, "nbest"), str(self.kbest), "distinct"]
         else:
-            argv += ["-output-search-graph-hypergraph", "true", "txt", hypergraph_dir]
+            argv += ["-output-search-graph-hypergraph", "true", "gz", hypergraph_dir]
         return argv + ["-input-file", input_path]
 
     def _read_kbest(self, folder, n_sentences):

@@ -68,7 +68,8 @@ from minismt.corpus import Vocabulary
 from minismt.errors import InputError
 from minismt.features import FeatureSpace, parse_float, read_weights
 from minismt.hypergraph import Hypergraph
-from minismt.io import atomic_write, iter_lines
+from minismt.io import atomic_write, iter_lines, open_binary
+from plugins.moses import _hypergraph_kernels as K
 from plugins.moses.nbest import groups_of_names, parse_index, split_indexed_name
 
 FORMAT_LINE = "# target ||| features ||| source-covered"
@@ -272,7 +273,7 @@ class _Edges:
         self.layout.append(layout)
 
 
-def _feature_ids(edges: _Edges, space: FeatureSpace | None, path: str) -> tuple[FeatureSpace, np.ndarray]:
+def _feature_ids(edges: "_Parsed", space: FeatureSpace | None, path: str) -> tuple[FeatureSpace, np.ndarray]:
     """The feature space (given, or made from the file's dense names) and the space id of every local name.
 
     Checks everything before the space grows: dense names must be dense in
@@ -366,27 +367,68 @@ def read_moses_hypergraph(path: str | os.PathLike, space: FeatureSpace | None = 
     ``vocab`` only when the whole file is valid. Share both across the files
     of a dev set (:func:`read_moses_hypergraphs` does).
     """
+    parsed = _parse_fast(path)
+    if parsed is None:
+        parsed = _parse_slow(path)
+    path = os.fspath(path)
+    space, ids = _feature_ids(parsed, space, path)
+    vocab = vocab if vocab is not None else Vocabulary()
+    word_ids = np.array([vocab.add(word) for word in parsed.words] + [0], dtype=np.int32)
+    tmpl = np.asarray(parsed.tmpl, dtype=np.int32)
+    tmpl = np.where(tmpl >= 0, word_ids[np.maximum(tmpl, 0)], tmpl).astype(np.int32)
+    try:
+        return MosesHypergraph(
+            space, vocab, len(parsed.in_offsets) - 1, np.asarray(parsed.in_offsets, dtype=np.int64),
+            np.asarray(parsed.tail_offsets, dtype=np.int64), np.asarray(parsed.tails, dtype=np.int32),
+            np.asarray(parsed.feat_offsets, dtype=np.int64),
+            ids[np.asarray(parsed.feat_names, dtype=np.int64)] if len(parsed.feat_names) else np.zeros(0, np.int32),
+            np.asarray(parsed.feat_values, dtype=np.float64), np.asarray(parsed.tmpl_offsets, dtype=np.int64), tmpl,
+            edge_covered=np.asarray(parsed.covered, dtype=np.int64), edge_layout=np.asarray(parsed.layout, np.uint8))
+    except InputError as err:
+        raise InputError(err.message, path, expected=err.expected) from None
+
+
+class _Parsed:
+    """A file's forest arrays with file-local word and name ids, as :func:`_parse_fast` and
+    :func:`_parse_slow` give them: ``words`` and ``names`` in first-occurrence order, ``name_lines`` the
+    line of each name's first occurrence."""
+
+    def __init__(self, **arrays):
+        self.__dict__.update(arrays)
+
+
+def _parse_fast(path) -> _Parsed | None:
+    """The numba reader (:mod:`plugins.moses._hypergraph_kernels`); None when it leaves the file to
+    :func:`_parse_slow` (anything but UTF-8 text in the layout Moses writes, or a gzip error)."""
+    try:
+        with open_binary(path) as handle:
+            data = handle.read()
+        data.decode("utf-8")
+    except (InputError, OSError, EOFError, ValueError):
+        return None
+    (status, in_offsets, tail_offsets, tails, tmpl_offsets, tmpl, feat_offsets, feat_names, feat_values, covered,
+     layout, word_spans, n_words, name_spans, name_lines, n_names) = K.parse_hypergraph(np.frombuffer(data, np.uint8))
+    if status != K.OK:
+        return None
+    words = [data[a:b].decode("utf-8") for a, b in word_spans.tolist()]
+    names = [data[a:b].decode("utf-8") for a, b in name_spans.tolist()]
+    return _Parsed(in_offsets=in_offsets, tail_offsets=tail_offsets, tails=tails, tmpl_offsets=tmpl_offsets,
+                   tmpl=tmpl, feat_offsets=feat_offsets, feat_names=feat_names, feat_values=feat_values,
+                   covered=covered, layout=layout, words=words, names={n: k for k, n in enumerate(names)},
+                   name_lines=name_lines.tolist())
+
+
+def _parse_slow(path) -> _Parsed:
+    """The Python reader: every check of the format, the first failing one an :class:`InputError`."""
     lines = _Lines(path)
     try:
         edges, in_offsets = _read_edges(lines)
     finally:
         lines.close()
-    path, n_vertices = lines.path, len(in_offsets) - 1
-    space, ids = _feature_ids(edges, space, path)
-    vocab = vocab if vocab is not None else Vocabulary()
-    word_ids = np.array([vocab.add(word) for word in edges.words] + [0], dtype=np.int32)
-    tmpl = np.asarray(edges.tmpl, dtype=np.int32)
-    tmpl = np.where(tmpl >= 0, word_ids[np.maximum(tmpl, 0)], tmpl).astype(np.int32)
-    try:
-        return MosesHypergraph(
-            space, vocab, n_vertices, np.asarray(in_offsets, dtype=np.int64),
-            np.asarray(edges.tail_offsets, dtype=np.int64), np.asarray(edges.tails, dtype=np.int32),
-            np.asarray(edges.feat_offsets, dtype=np.int64),
-            ids[np.asarray(edges.feat_names, dtype=np.int64)] if edges.feat_names else np.zeros(0, np.int32),
-            np.asarray(edges.feat_values, dtype=np.float64), np.asarray(edges.tmpl_offsets, dtype=np.int64), tmpl,
-            edge_covered=np.asarray(edges.covered, dtype=np.int64), edge_layout=np.asarray(edges.layout, np.uint8))
-    except InputError as err:
-        raise InputError(err.message, path, expected=err.expected) from None
+    return _Parsed(in_offsets=in_offsets, tail_offsets=edges.tail_offsets, tails=edges.tails,
+                   tmpl_offsets=edges.tmpl_offsets, tmpl=edges.tmpl, feat_offsets=edges.feat_offsets,
+                   feat_names=edges.feat_names, feat_values=edges.feat_values, covered=edges.covered,
+                   layout=edges.layout, words=list(edges.words), names=edges.names, name_lines=edges.name_lines)
 
 
 def read_moses_hypergraphs(directory: str | os.PathLike, space: FeatureSpace | None = None,
