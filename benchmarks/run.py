@@ -46,6 +46,7 @@ BENCHMARKS = {
     "sparse-study": ("tuner_comparison", {"study": "sparse"}),
     "bo-speed": "bo_speed",
     "first-hour": "first_hour",
+    "moses-tuning-speed": "moses_tuning_speed",
 }
 
 
