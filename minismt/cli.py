@@ -332,6 +332,8 @@ def _tune_command(args) -> int:
     settings = _decoder_settings(args, kbest=args.kbest)
     if args.reset_after is not None:
         _at_least("--reset-after", args.reset_after, 1)
+    if args.forest_prune is not None:
+        _at_least("--forest-prune", args.forest_prune, 1)
     tuner_params = parse_tuner_params(args.tuner_param)
     get_tuner(args.tuner, **tuner_params)  # an unknown tuner or parameter fails before any work
     check_writable_dir(args.run_dir, "--run-dir")
@@ -346,7 +348,7 @@ def _tune_command(args) -> int:
     options = dict(accumulate=args.accumulate, reset_after=args.reset_after, iterations=args.iterations,
                    seed=args.seed, keep=args.keep, lowercase=args.lowercase, params=tuner_params,
                    on_iteration=lambda line: print(line, flush=True), fix=_patterns(args.fix),
-                   free=_patterns(args.free))
+                   free=_patterns(args.free), forest_prune=args.forest_prune)
     references = list(zip(*ref_sets))
     if args.decoder == "minismt":
         if not args.model:
@@ -436,6 +438,10 @@ def _add_tune(sub) -> None:
                    help="tune features the configuration fixes: for cdec, features the --init weights file "
                         "does not name (e.g. --free 'RuleShape*'); Moses' tuneable=false features cannot be "
                         "freed (Moses leaves them out of its n-best lists)")
+    p.add_argument("--forest-prune", type=int, default=None, metavar="N",
+                   help="hypergraph tuners: tune on the N x (reference words) edges of each forest with the "
+                        "best max-marginal under the decoding weights, as Moses' kbmira --hg-prune (50 there); "
+                        "default: the whole forest")
     p.add_argument("--keep-forests", action="store_true",
                    help="--decoder moses|cdec with a hypergraph tuner: keep every decode's forests in "
                         "RUN_DIR/decoder/decode.N/hypergraphs (by default each is deleted once read)")

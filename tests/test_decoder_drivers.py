@@ -424,3 +424,25 @@ def test_moses_forests_are_gzipped_and_deleted_once_read_unless_kept(tmp_path, k
         assert sorted(p.name for p in forests.iterdir()) == ["0.gz", "1.gz", "2.gz", "3.gz", "4.gz"]
     again, _ = decoder.decode_hypergraphs(decoder.default_weights, 0)
     assert [g.n_edges for g in again] == [g.n_edges for g in graphs]
+
+
+def test_forest_pruning_keeps_the_viterbi_and_few_edges(tmp_path):
+    """--forest-prune N: each forest is cut to its N x (reference words) edges of best max-marginal under the
+    decoding weights (Moses' kbmira --hg-prune) before the hypergraph tuner sees it; the decoded 1-best and
+    dev BLEU do not change."""
+    folder, command = _moses_fixture()
+    sources = read_lines(folder / "hypergraphs" / "dev5.src")
+    refs = [[r] for r in read_lines(folder / "hypergraphs" / "dev5.ref")]
+    words = sum(len(r[0].split()) for r in refs)
+    history = {}
+    for prune in (None, 5):
+        decoder = MosesDevDecoder(command, folder / "moses.untuned.ini", sources, tmp_path / f"w{prune}")
+        run = TuningRun(decoder, refs, "hg-mert", tmp_path / f"run{prune}", max_iter=1, seed=1, forest_prune=prune,
+                        tuner_params={"n_random_directions": 2, "max_rounds": 1})
+        run.run(decoder.default_weights)
+        history[prune] = run.history[0]
+    assert history[5].dev_bleu == history[None].dev_bleu
+    assert 5 * words <= history[5].hypotheses < 1.2 * 5 * words < history[None].hypotheses / 10
+    assert json.loads((tmp_path / "run5" / "run.json").read_text())["forest_prune"] == 5
+    with pytest.raises(InputError, match="forest_prune=0"):
+        TuningRun(decoder, refs, "hg-mert", tmp_path / "bad", forest_prune=0)

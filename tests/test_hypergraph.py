@@ -20,6 +20,7 @@ from minismt.errors import InputError
 from minismt.features import FeatureSpace
 from minismt.hypergraph import (Hypergraph, HypergraphBuilder, dumps_cdec_json, loads_cdec_json, read_cdec_json,
                                 to_dot, to_networkx, write_cdec_json)
+from minismt.hypergraph.algorithms import best_edges_mask
 from minismt.hypergraph.draw import draw_layered, layered_layout, node_layers
 from minismt.kbest import kbest_of
 from minismt.metrics import BleuReferences
@@ -182,6 +183,25 @@ def test_max_marginal_pruning_keeps_exactly_the_passing_edges(hg, w, threshold):
     kept = Counter((d[0], d[2]) for d in goal if all(passing[e] for e in d[1]))
     assert derivation_multiset(pruned, w) == kept
     assert pruned.viterbi(w).score == best
+
+
+@SETTINGS
+@given(forests(), weights_st, st.integers(1, 30))
+def test_pruning_to_n_edges_keeps_the_best_max_marginals(hg, w, n):
+    """prune_to(n) keeps the n edges of highest max-marginal, with ties (Moses' Graph::Prune), against the
+    max-marginals of the enumerated derivations; the Viterbi derivation survives."""
+    goal = derivation_table(hg, hg.edge_scores(w))[hg.goal]
+    best_through = np.array([max([d[0] for d in goal if e in d[1]], default=-math.inf) for e in range(hg.n_edges)])
+    mask = best_edges_mask(hg, n, w)
+    if hg.n_edges <= n:
+        assert mask.all()
+    else:
+        cut = np.sort(best_through)[::-1][n - 1]
+        assert mask.tolist() == (best_through >= cut).tolist()
+        assert mask.sum() >= n
+    pruned = hg.prune_to(n, w)
+    assert pruned.viterbi(w).score == max(d[0] for d in goal)
+    assert pruned.viterbi(w).text == hg.viterbi(w).text
 
 
 @SETTINGS

@@ -103,13 +103,16 @@ class TuningRun:
         features at the start, then a line per iteration as it ends.
     fix, free : shell patterns of feature names to keep at their start weights, and of features the
         decoder's configuration fixes to tune all the same (see :mod:`tuners.fixing`).
+    forest_prune : hypergraph tuners: keep of each forest only the ``forest_prune`` x (reference words)
+        edges of highest max-marginal under the decoding weights (Moses' ``kbmira --hg-prune``, 50 there;
+        :meth:`Hypergraph.prune_to`); None keeps the whole forest.
     """
 
     def __init__(self, decoder: DevDecoder, references: Sequence[Sequence[str]], tuner,
                  run_dir: str | os.PathLike, accumulate: str | None = None, reset_after: int | None = None,
                  max_iter: int = 10, seed: int = 0, return_best: bool = True,
                  lowercase: bool = False, tuner_params: dict | None = None, on_iteration=None,
-                 fix: Sequence[str] = (), free: Sequence[str] = ()):
+                 fix: Sequence[str] = (), free: Sequence[str] = (), forest_prune: int | None = None):
         self.tags: TunerTags = (tuner if isinstance(tuner, Tuner) else _tuner_class(tuner)).tags
         if accumulate is None:
             accumulate = self.tags.accumulate
@@ -122,6 +125,12 @@ class TuningRun:
                              expected="a tuners.devdecoder.DevDecoder (minismt's, Moses', cdec's or your subclass)")
         self.decoder = decoder
         self.fix, self.free = list(fix), list(free)
+        if forest_prune is not None and (isinstance(forest_prune, bool) or not isinstance(forest_prune, int)
+                                         or forest_prune < 1):
+            raise InputError(f"forest_prune={forest_prune!r}", expected="an integer >= 1 (edges per reference word)")
+        self.forest_prune = forest_prune
+        self.reference_words = [max(1, round(sum(len(r.split()) for r in refs) / max(1, len(refs))))
+                                for refs in references]
         refused = [n for n in decoder.space.names if decoder.fixed_by_config(n) and matches(n, self.free)]
         if refused and not decoder.frees_fixed:
             raise InputError(f"--free {refused[0]}: the {getattr(decoder, 'name', 'decoder')} configuration "
@@ -186,6 +195,8 @@ class TuningRun:
                     "references": self.references_digest, "decoder": decoder}
         if self.fix or self.free:
             settings["fixed_features"] = {"fix": self.fix, "free": self.free}
+        if self.forest_prune is not None:
+            settings["forest_prune"] = self.forest_prune
         return json.loads(json.dumps(settings, sort_keys=True, default=str))
 
     def _claim(self) -> None:
@@ -328,7 +339,7 @@ class TuningRun:
         are decoded again with the weights of its record."""
         if not self.decoder.outputs_forests:  # the base class's error, before any decoding
             DevDecoder.decode_hypergraphs(self.decoder, weights, t)
-        forests, onebest = self.decoder.decode_hypergraphs(weights, t)
+        forests, onebest = self._decode_forests(weights, t)
         dev_bleu = corpus_bleu_from_stats(self.references.stats(np.arange(len(onebest)), onebest))
         window = [u for u in range(t - self.tags.forest_iterations + 1, t + 1) if u >= 0]
         self._forests = {u: f for u, f in self._forests.items() if u in window}
@@ -336,7 +347,7 @@ class TuningRun:
         for u in window:
             if u not in self._forests:
                 record = next(r for r in self.history if r.iteration == u)
-                self._forests[u] = self.decoder.decode_hypergraphs(np.asarray(record.weights), u)[0]
+                self._forests[u] = self._decode_forests(np.asarray(record.weights), u)[0]
         every = [f for u in window for f in self._forests[u]]
         if self.view.active:
             every = [self.view.forest(f) for f in every]
@@ -348,6 +359,15 @@ class TuningRun:
         self.history.append(IterationRecord(t, dev_bleu, data.bleu(w_fit), edges, edges,
                                             round(time.perf_counter() - began, 3), [float(x) for x in weights]))
         return w_next, False
+
+    def _decode_forests(self, weights: np.ndarray, t: int) -> tuple[list, list[str]]:
+        """The dev set's forests under ``weights`` (pruned to ``forest_prune`` edges per reference word) and
+        the decoder's 1-best (the Viterbi derivation, which pruning keeps)."""
+        forests, onebest = self.decoder.decode_hypergraphs(weights, t)
+        if self.forest_prune is not None:
+            forests = [forest.prune_to(self.forest_prune * words, weights)
+                       for forest, words in zip(forests, self.reference_words)]
+        return forests, onebest
 
     def _decode_and_accumulate(self, weights: np.ndarray, t: int) -> tuple[KBest, float, int]:
         """Decode the dev set into a k-best list, accumulate it; the tuning data (the accumulated list, an

@@ -24,13 +24,15 @@ def tuning_settings(tune: Mapping) -> DecoderSettings:
 def tuning_run(decoder: DevDecoder, references: Sequence[Sequence[str]], tuner: str, run_dir: str | os.PathLike, *,
                iterations: int = 10, seed: int = 0, accumulate: str | None = None, reset_after: int | None = None,
                keep: str = "best", lowercase: bool = False, params: dict | None = None,
-               on_iteration=None, fix: Sequence[str] = (), free: Sequence[str] = ()) -> TuningRun:
+               on_iteration=None, fix: Sequence[str] = (), free: Sequence[str] = (),
+               forest_prune: int | None = None) -> TuningRun:
     """The :class:`TuningRun` of ``tuner`` decoding with ``decoder``; ``keep`` is "best" (the best dev
     BLEU's weights) or "last", ``params`` the tuner's parameters, ``fix`` and ``free`` feature name
-    patterns (see :mod:`tuners.fixing`)."""
+    patterns (see :mod:`tuners.fixing`), ``forest_prune`` the hypergraph tuners' forest pruning (edges per
+    reference word, see :class:`TuningRun`)."""
     return TuningRun(decoder, references, tuner, run_dir, accumulate=accumulate, reset_after=reset_after,
                      max_iter=iterations, seed=seed, return_best=keep == "best", lowercase=lowercase,
-                     tuner_params=params, on_iteration=on_iteration, fix=fix, free=free)
+                     tuner_params=params, on_iteration=on_iteration, fix=fix, free=free, forest_prune=forest_prune)
 
 
 def minismt_tuning_run(model_dir: str, sources: Sequence[str], references: Sequence[Sequence[str]], tuner: str,

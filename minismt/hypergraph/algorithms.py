@@ -158,6 +158,20 @@ def prune(hg: Hypergraph, threshold: float, w=None, by: str = "max_marginal") ->
     return subgraph(hg, prune_mask(hg, threshold, w, by))
 
 
+def best_edges_mask(hg: Hypergraph, n_edges: int, w=None) -> np.ndarray:
+    """The ``n_edges`` edges with the highest max-marginal (the score of the best derivation through the
+    edge), and every edge tied with the last of them: Moses' forest pruning for hypergraph MIRA
+    (``Graph::Prune`` in mert/Hypergraph.cpp, ``kbmira --hg-prune``). The Viterbi derivation's edges have
+    the highest max-marginal, so they are always kept (``n_edges`` >= 1)."""
+    if isinstance(n_edges, bool) or not isinstance(n_edges, (int, np.integer)) or n_edges < 1:
+        raise InputError(f"n_edges={n_edges!r}", expected="an integer >= 1")
+    if hg.n_edges <= n_edges:
+        return np.ones(hg.n_edges, dtype=bool)
+    _, _, edge_value = _marginals(hg, _scores(hg, w), _kernels.VITERBI)
+    cut = np.partition(edge_value, hg.n_edges - n_edges)[hg.n_edges - n_edges]
+    return edge_value >= cut
+
+
 def _gather(offsets: np.ndarray, keep: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """New CSR offsets and source positions of the kept rows of a CSR block."""
     lengths = np.diff(offsets)[keep]
@@ -190,10 +204,11 @@ def subgraph(hg: Hypergraph, edge_mask) -> Hypergraph:
     tail_offsets, tail_pos = _gather(hg.tail_offsets, edge_keep)
     feat_offsets, feat_pos = _gather(hg.feat_offsets, edge_keep)
     tmpl_offsets, tmpl_pos = _gather(hg.tmpl_offsets, edge_keep)
-    return type(hg)(
-        hg.space, hg.vocab, n, in_offsets, tail_offsets, new_id[hg.tails[tail_pos]].astype(np.int32),
-        feat_offsets, hg.feat_ids[feat_pos], hg.feat_values[feat_pos], tmpl_offsets, hg.tmpl[tmpl_pos],
-        rules=hg.rules, edge_rule=None if hg.edge_rule is None else hg.edge_rule[edge_keep],
+    return hg.replace(  # a plain Hypergraph, also for a subclass's forest
+        n_nodes=n, in_offsets=in_offsets, tail_offsets=tail_offsets,
+        tails=new_id[hg.tails[tail_pos]].astype(np.int32), feat_offsets=feat_offsets,
+        feat_ids=hg.feat_ids[feat_pos], feat_values=hg.feat_values[feat_pos], tmpl_offsets=tmpl_offsets,
+        tmpl=hg.tmpl[tmpl_pos], edge_rule=None if hg.edge_rule is None else hg.edge_rule[edge_keep],
         node_cat=None if hg.node_cat is None else [c for c, k in zip(hg.node_cat, node_keep) if k],
         spans=None if hg.spans is None else hg.spans[edge_keep],
         node_hash=None if hg.node_hash is None else hg.node_hash[node_keep],

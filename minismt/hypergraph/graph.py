@@ -299,6 +299,11 @@ class Hypergraph:
         """The pruned forest (see :func:`algorithms.prune`)."""
         return algorithms.prune(self, threshold, w, by)
 
+    def prune_to(self, n_edges: int, w=None) -> "Hypergraph":
+        """The forest of the ``n_edges`` edges of highest max-marginal (ties kept; see
+        :func:`algorithms.best_edges_mask`), without dead or unreachable parts."""
+        return algorithms.subgraph(self, algorithms.best_edges_mask(self, n_edges, w))
+
     def subgraph(self, edge_mask) -> "Hypergraph":
         """The forest of the kept edges, without dead or unreachable parts, renumbered."""
         return algorithms.subgraph(self, edge_mask)

@@ -197,7 +197,7 @@ def _has_bars(data, start, end):
     return False
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def parse_hypergraph(data):
     """Parse a Moses hypergraph file's bytes. Returns ``(status, in_offsets, tail_offsets, tails,
     tmpl_offsets, tmpl, feat_offsets, feat_names, feat_values, covered, layout, word_spans, n_words,

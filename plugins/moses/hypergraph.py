@@ -61,6 +61,7 @@ from __future__ import annotations
 
 import os
 import re
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -367,7 +368,11 @@ def read_moses_hypergraph(path: str | os.PathLike, space: FeatureSpace | None = 
     ``vocab`` only when the whole file is valid. Share both across the files
     of a dev set (:func:`read_moses_hypergraphs` does).
     """
-    parsed = _parse_fast(path)
+    return _graph(path, _parse_fast(path), space, vocab)
+
+
+def _graph(path, parsed: "_Parsed | None", space: FeatureSpace | None, vocab: Vocabulary | None) -> MosesHypergraph:
+    """The forest of a parsed file (``parsed`` None: parse it with the Python reader, which names the error)."""
     if parsed is None:
         parsed = _parse_slow(path)
     path = os.fspath(path)
@@ -439,8 +444,8 @@ def read_moses_hypergraphs(directory: str | os.PathLike, space: FeatureSpace | N
     ``<id>.<ext>`` and the file ``weights`` is skipped; ids must be ``0 .. n-1``,
     each once. Files whose names do not start with a digit (``dev5.src``,
     ``README``) are ignored (kbmira would fail on them); other names starting
-    with a digit (``3.txt.gz``) are an :class:`InputError`. All graphs share
-    one feature space and vocabulary (made from the first file if not given).
+    with a digit (``3.txt.gz``) are an :class:`InputError`. The files are parsed in threads (one per
+    core); all graphs share one feature space and vocabulary (made from the first file if not given).
     """
     directory = os.fspath(directory)
     try:
@@ -464,11 +469,13 @@ def read_moses_hypergraphs(directory: str | os.PathLike, space: FeatureSpace | N
         raise InputError(f"no hypergraph for sentence {missing[0]} (the largest id is {max(files)})", directory,
                          expected=f"files for sentences 0 .. {len(files) - 1}")
     vocab = vocab if vocab is not None else Vocabulary()
+    paths = [os.path.join(directory, files[sentence]) for sentence in range(len(files))]
     graphs = []
-    for sentence in range(len(files)):
-        graph = read_moses_hypergraph(os.path.join(directory, files[sentence]), space, vocab)
-        space = graph.space
-        graphs.append(graph)
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:  # gzip and the kernel release the GIL
+        for path, parsed in zip(paths, pool.map(_parse_fast, paths)):
+            graph = _graph(path, parsed, space, vocab)
+            space = graph.space
+            graphs.append(graph)
     return graphs
 
 
