@@ -6,7 +6,8 @@ semiring code adds probabilities in log space with :func:`logaddexp`; hash
 tables (n-gram tables, recombination states, spans, derivation sets) mix
 integers with the splitmix64 finaliser :func:`mix64` (Steele, Lea & Flood
 2014, "Fast splittable pseudorandom number generators") and :func:`mix_in`,
-and hash word sequences polynomially with :data:`POLY_BASE`.
+and hash word sequences polynomially with :data:`POLY_BASE`; the readers that intern the words
+and names of a file's bytes hash them with FNV-1a (:func:`fnv1a`).
 """
 
 from __future__ import annotations
@@ -21,7 +22,9 @@ GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 MIX1 = np.uint64(0xBF58476D1CE4E5B9)
 MIX2 = np.uint64(0x94D049BB133111EB)
 POLY_BASE = np.uint64(0x100000001B3)
-"""The 64-bit FNV prime, the base of the polynomial hashes of word sequences."""
+"""The 64-bit FNV prime, the base of the polynomial hashes of word sequences and of :func:`fnv1a`."""
+FNV_OFFSET = np.uint64(0xCBF29CE484222325)
+"""The 64-bit FNV offset basis, where :func:`fnv1a` starts."""
 
 
 @njit(cache=True)
@@ -55,6 +58,16 @@ def logaddexp(a, b):
     if a > b:
         return a + math.log1p(math.exp(b - a))
     return b + math.log1p(math.exp(a - b))
+
+
+@njit(cache=True, inline="always")
+def fnv1a(data, start, end):
+    """The 64-bit FNV-1a hash of the bytes ``data[start:end]`` (kernels that intern words and names
+    read from files)."""
+    h = FNV_OFFSET
+    for i in range(start, end):
+        h = (h ^ np.uint64(data[i])) * POLY_BASE
+    return h
 
 
 @njit(cache=True, inline="always")

@@ -50,6 +50,18 @@ def open_binary(path: str | os.PathLike):
     return handle
 
 
+def read_binary(path: str | os.PathLike) -> bytes:
+    """All bytes of a plain or gzipped file; an unreadable file or a broken gzip stream is an
+    :class:`InputError` naming it."""
+    try:
+        with open_binary(path) as handle:
+            return handle.read()
+    except (EOFError, zlib.error, gzip.BadGzipFile) as err:
+        raise InputError(f"corrupt gzip stream ({err})", path) from None
+    except OSError as err:
+        raise InputError(f"cannot read: {err.strerror or err}", path) from None
+
+
 def iter_raw_lines(path: str | os.PathLike) -> Iterator[tuple[int, str, str]]:
     """Yield ``(line_number, text, line_ending)`` of a plain or gzipped UTF-8 file.
 

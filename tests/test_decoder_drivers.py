@@ -159,10 +159,10 @@ def test_cdec_forests_are_read(tmp_path):
     assert best == read_lines(folder / "onebest.init")
 
 
-def test_cdec_binary_forests_are_a_clear_error(tmp_path):
+def test_a_broken_cdec_binary_forest_is_a_clear_error(tmp_path):
     (tmp_path / "0.bin.gz").write_bytes(b"")
     from minismt.features import FeatureSpace
-    with pytest.raises(InputError, match="binary forests"):
+    with pytest.raises(InputError, match="Boost archive"):
         read_cdec_forests(tmp_path, 1, FeatureSpace())
 
 
@@ -446,3 +446,29 @@ def test_forest_pruning_keeps_the_viterbi_and_few_edges(tmp_path):
     assert json.loads((tmp_path / "run5" / "run.json").read_text())["forest_prune"] == 5
     with pytest.raises(InputError, match="forest_prune=0"):
         TuningRun(decoder, refs, "hg-mert", tmp_path / "bad", forest_prune=0)
+
+
+@pytest.mark.parametrize("tuner", ["hg-mert", "hg-bo"])
+def test_real_cdec_hypergraph_tuning_reads_its_binary_forests(tuner, tmp_path, monkeypatch):
+    """minismt tune --decoder cdec with a hypergraph tuner on today's cdec, which writes Boost binary forests
+    (-O DIR): 2 iterations on the decode_nc system; the tuned weights file, decoded by cdec, gives exactly the
+    best dev BLEU the run reported, and the forests are gone from the run directory."""
+    command = real_cdec()
+    folder = shared_path("fixtures", "cdec", "decode_nc")
+    system = tmp_path / "system"
+    shutil.copytree(folder, system)
+    monkeypatch.chdir(system)
+    run_dir = tmp_path / "run"
+    status = cli(["tune", "--decoder", "cdec", "--decoder-cmd", command, "--config", "cdec.run.ini",
+                  "--init", "weights.init", "--dev-src", "dev.src", "--dev-ref", "dev.refs", "--tuner", tuner,
+                  "--iterations", "2", "--seed", "1", "--run-dir", str(run_dir), "--quiet"]
+                 + (["--tuner-param", "steps=8"] if tuner == "hg-bo" else []))
+    assert status == 0
+    history = json.loads((run_dir / "checkpoint.json").read_text())["history"]
+    assert len(history) == 2 and history[0]["hypotheses"] > 1000  # forest edges
+    output = subprocess.run([command, "-c", "cdec.run.ini", "-w", str(run_dir / "weights.cdec"), "-i", "dev.src"],
+                            capture_output=True, text=True, check=True).stdout.splitlines()
+    references = list(zip(*[read_lines(system / "dev.refs")]))
+    assert corpus_bleu(output, [list(r) for r in references]) == pytest.approx(
+        max(r["dev_bleu"] for r in history), abs=1e-12)
+    assert not list(run_dir.rglob("*.bin.gz"))

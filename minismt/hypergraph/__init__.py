@@ -6,7 +6,8 @@
   pruning (:mod:`.algorithms`; Goodman 1999, Li & Eisner 2009, as cdec);
 - lazy k-best with a distinct-yield option (:mod:`.derivations`; Huang & Chiang 2005, Alg. 3);
 - :class:`ForestData` (:mod:`.forests`): the forests of a dev set, what hypergraph tuners fit on;
-- cdec's JSON forest format (:mod:`.cdec_json`);
+- cdec's forest formats: today's Boost binary archives (:mod:`.cdec_binary`, its kernel in
+  :mod:`._cdec_binary_kernels`) and the JSON of cdec up to 2014 (:mod:`.cdec_json`);
 - networkx and Graphviz DOT export (:mod:`.draw`).
 
 The numba kernels, the forest core, are in :mod:`._kernels` (the traversals in the max-plus and log
@@ -14,6 +15,7 @@ semirings, lazy k-best, the derivation walks), :mod:`._envelope_kernels` (the en
 hypergraph MERT) and :mod:`._batch_kernels` (the Viterbi BLEU of a dev set's forests, for the BO tuners).
 """
 
+from minismt.hypergraph.cdec_binary import loads_cdec_binary, read_cdec_binary
 from minismt.hypergraph.cdec_json import (dumps_cdec_json, loads_cdec_json, read_cdec_forests, read_cdec_json,
                                           write_cdec_json)
 from minismt.hypergraph.draw import to_dot, to_networkx
@@ -21,5 +23,6 @@ from minismt.hypergraph.forests import ForestData
 from minismt.hypergraph.graph import Hypergraph, HypergraphBuilder
 from minismt.hypergraph.derivations import Derivation, KBestList
 
-__all__ = ["Derivation", "ForestData", "Hypergraph", "HypergraphBuilder", "KBestList", "dumps_cdec_json", "loads_cdec_json",
-           "read_cdec_forests", "read_cdec_json", "to_dot", "to_networkx", "write_cdec_json"]
+__all__ = ["Derivation", "ForestData", "Hypergraph", "HypergraphBuilder", "KBestList", "dumps_cdec_json",
+           "loads_cdec_binary", "loads_cdec_json", "read_cdec_binary", "read_cdec_forests", "read_cdec_json",
+           "to_dot", "to_networkx", "write_cdec_json"]

@@ -30,12 +30,10 @@ streams do (cdec: 6).
 
 from __future__ import annotations
 
-import gzip
 import json
 import math
 import os
 import re
-import zlib
 from typing import Sequence
 
 import numpy as np
@@ -43,8 +41,9 @@ import numpy as np
 from minismt.corpus import Vocabulary
 from minismt.errors import InputError
 from minismt.features import FeatureSpace
+from minismt.hypergraph.cdec_binary import read_cdec_binary
 from minismt.hypergraph.graph import Hypergraph
-from minismt.io import atomic_write, open_binary
+from minismt.io import atomic_write, read_binary
 
 FORMAT = "cdec JSON forest"
 MAX_NAMED_FEATURES = 1000
@@ -178,13 +177,7 @@ def read_cdec_json(path: str | os.PathLike, space: FeatureSpace | None = None,
     Feature names go into ``space`` and target words into ``vocab`` (new ones
     when not given); share them across the forests of a dev set.
     """
-    try:
-        with open_binary(path) as handle:
-            data = handle.read()
-    except (EOFError, zlib.error, gzip.BadGzipFile) as err:
-        raise InputError(f"corrupt gzip stream ({err})", path) from None
-    except OSError as err:
-        raise InputError(f"cannot read: {err.strerror or err}", path) from None
+    data = read_binary(path)
     return loads_cdec_json(data, space, vocab, source=os.fspath(path))
 
 
@@ -527,9 +520,10 @@ _FOREST_NAME = re.compile(r"([0-9]+)\.(json|json\.gz|bin\.gz)")
 
 def read_cdec_forests(directory: str | os.PathLike, n_sentences: int, space: FeatureSpace,
                       vocab: Vocabulary | None = None) -> list[Hypergraph]:
-    """The forests ``<i>.json[.gz]`` of sentences ``0 .. n_sentences-1`` in ``directory``, sharing ``space``.
+    """The forests of sentences ``0 .. n_sentences-1`` in ``directory``, sharing ``space``: historic JSON
+    ``<i>.json[.gz]`` or cdec's binary ``<i>.bin.gz`` (what ``cdec -O`` writes today).
 
-    A missing forest, or cdec's binary ``<i>.bin.gz`` in place of JSON, is an :class:`InputError`.
+    A missing forest, or two for one sentence, is an :class:`InputError`.
     """
     directory = os.fspath(directory)
     try:
@@ -537,24 +531,19 @@ def read_cdec_forests(directory: str | os.PathLike, n_sentences: int, space: Fea
     except OSError as err:
         raise InputError(f"cannot list the forest folder: {err.strerror or err}", directory) from None
     found: dict[int, str] = {}
-    binary = []
     for name in names:
         match = _FOREST_NAME.fullmatch(name)
         if match is None:
             continue
-        if match.group(2) == "bin.gz":
-            binary.append(name)
-            continue
         sentence = int(match.group(1))
         if sentence in found:
             raise InputError(f"two forests for sentence {sentence}: {found[sentence]} and {name}", directory,
-                             expected="one <i>.json or <i>.json.gz per sentence")
+                             expected="one <i>.json, <i>.json.gz or <i>.bin.gz per sentence")
         found[sentence] = name
     missing = [i for i in range(n_sentences) if i not in found]
     if missing:
-        hint = (f"; the folder holds cdec's binary forests ({binary[0]}, ...), convert them to JSON"
-                if binary else "")
-        raise InputError(f"no JSON forest for sentence {missing[0]} ({len(missing)} of {n_sentences} missing)"
-                         + hint, directory, expected="<i>.json or <i>.json.gz for every dev sentence")
+        raise InputError(f"no forest for sentence {missing[0]} ({len(missing)} of {n_sentences} missing)",
+                         directory, expected="<i>.json, <i>.json.gz or <i>.bin.gz for every dev sentence")
     vocab = vocab if vocab is not None else Vocabulary()
-    return [read_cdec_json(os.path.join(directory, found[i]), space, vocab) for i in range(n_sentences)]
+    return [(read_cdec_binary if found[i].endswith(".bin.gz") else read_cdec_json)(
+        os.path.join(directory, found[i]), space, vocab) for i in range(n_sentences)]

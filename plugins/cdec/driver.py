@@ -13,11 +13,9 @@ weight 0, as in cdec's own tuners (:meth:`CdecDevDecoder.fixed_by_config`),
 unless the user frees it (``minismt tune --free``). The tuned weights are a cdec
 weights file (:func:`plugins.cdec.weights.write_cdec_weights`).
 
-Forests: cdec up to 2014 wrote ``DIR/<i>.json.gz`` (the JSON format of
-:mod:`minismt.hypergraph.cdec_json`); today's cdec writes boost-serialised
-``DIR/<i>.bin.gz``, which cannot be read here. For hypergraph tuning with a
-current cdec, give a command that converts its forests to JSON after decoding
-(a wrapper script), as the cdec fixtures of this project were made.
+Forests: today's cdec writes Boost-serialised ``DIR/<i>.bin.gz``
+(:mod:`minismt.hypergraph.cdec_binary`), cdec up to 2014 ``DIR/<i>.json.gz``
+(:mod:`minismt.hypergraph.cdec_json`); both are read.
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ import numpy as np
 from numba import njit, types
 from numba.typed import Dict
 
-from minismt._primitives import grow
+from minismt._primitives import fnv1a, grow
 
 OK = 0
 FALLBACK = 1
@@ -152,18 +152,10 @@ def _equal_spans(data, start, end, other_start, other_end):
 
 
 @njit(cache=True)
-def _fnv(data, start, end):
-    h = np.uint64(0xCBF29CE484222325)
-    for i in range(start, end):
-        h = (h ^ np.uint64(data[i])) * np.uint64(0x100000001B3)
-    return h
-
-
-@njit(cache=True)
 def _intern(data, start, end, table, spans, n):
     """``(id, spans, n)``: the id of the token ``data[start:end]`` (a new one is appended to ``spans``),
     or id -1 on a hash collision between different tokens."""
-    h = _fnv(data, start, end)
+    h = fnv1a(data, start, end)
     if h in table:
         k = table[h]
         s, e = spans[k, 0], spans[k, 1]

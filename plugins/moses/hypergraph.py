@@ -69,7 +69,7 @@ from minismt.corpus import Vocabulary
 from minismt.errors import InputError
 from minismt.features import FeatureSpace, parse_float, read_weights
 from minismt.hypergraph import Hypergraph
-from minismt.io import atomic_write, iter_lines, open_binary
+from minismt.io import atomic_write, iter_lines, read_binary
 from plugins.moses import _hypergraph_kernels as K
 from plugins.moses.nbest import groups_of_names, parse_index, split_indexed_name
 
@@ -406,10 +406,9 @@ def _parse_fast(path) -> _Parsed | None:
     """The numba reader (:mod:`plugins.moses._hypergraph_kernels`); None when it leaves the file to
     :func:`_parse_slow` (anything but UTF-8 text in the layout Moses writes, or a gzip error)."""
     try:
-        with open_binary(path) as handle:
-            data = handle.read()
+        data = read_binary(path)
         data.decode("utf-8")
-    except (InputError, OSError, EOFError, ValueError):
+    except (InputError, ValueError):
         return None
     (status, in_offsets, tail_offsets, tails, tmpl_offsets, tmpl, feat_offsets, feat_names, feat_values, covered,
      layout, word_spans, n_words, name_spans, name_lines, n_names) = K.parse_hypergraph(np.frombuffer(data, np.uint8))
