@@ -1,8 +1,9 @@
 """Tuning the real Moses with n-best lists against hypergraphs: time per iteration and what it is spent on.
 
 ``minismt tune --decoder moses`` with MERT (100-best lists) and with hypergraph MERT (Moses' gzipped
-search hypergraphs, ``-output-search-graph-hypergraph true gz``; on the whole forests, and pruned to 50
-edges per reference word as Moses' ``kbmira --hg-prune`` does: ``--forest-prune 50``) on a model minismt trained on the first
+search hypergraphs, ``-output-search-graph-hypergraph true gz``; pruned to 50 edges per reference word
+as Moses' ``kbmira --hg-prune`` does, the driver's default, and on the whole forests: ``--forest-prune
+0``) on a model minismt trained on the first
 10,000 Multi30k de-en pairs, the first 300 dev sentences, 3 iterations each, the Moses of ../shared/tools
 with two threads. Per iteration: total seconds, Moses' own seconds (the decoder process), reading the
 forests, the tuner and the rest, the forests' size on disk before they are deleted, and the ratio of the
@@ -68,7 +69,7 @@ def _timed_decoder(command, config, sources, work_dir):
 def _tune(tuner: str, model: Path, sources, references, folder: Path, iterations: int,
           forest_prune: int | None = None) -> dict:
     from tuners.loop import TuningRun
-    name = tuner if forest_prune is None else f"{tuner}-pruned"
+    name = tuner if forest_prune is None else f"{tuner}-prune{forest_prune}"
     decoder = _timed_decoder([str(MOSES), "-threads", "2"], model / "moses.ini", sources, folder / f"{name}-work")
     run = TuningRun(decoder, references, tuner, folder / name, max_iter=iterations, seed=1, forest_prune=forest_prune)
     run.run(decoder.default_weights)
@@ -107,8 +108,8 @@ def run(quick: bool = False, max_train: int = 10000, dev_sentences: int = 300, i
         sources = read_lines(data / "dev.src")[:dev_sentences]
         references = [[r] for r in read_lines(data / "dev.tgt")[:dev_sentences]]
         nbest = _tune("mert", model, sources, references, folder, iterations)
-        forests = _tune("hg-mert", model, sources, references, folder, iterations)
-        pruned = _tune("hg-mert", model, sources, references, folder, iterations, forest_prune=50)
+        pruned = _tune("hg-mert", model, sources, references, folder, iterations)  # the driver's default: 50
+        forests = _tune("hg-mert", model, sources, references, folder, iterations, forest_prune=0)
     return {"train_pairs": 1000 if quick else max_train, "dev_sentences": dev_sentences, "moses_threads": 2,
             "nbest_mert": nbest, "hypergraph_mert": forests, "hypergraph_mert_pruned_50": pruned,
             "hypergraph_to_nbest_iteration_ratio": round(forests["seconds_mean"] / nbest["seconds_mean"], 2),

@@ -333,7 +333,7 @@ def _tune_command(args) -> int:
     if args.reset_after is not None:
         _at_least("--reset-after", args.reset_after, 1)
     if args.forest_prune is not None:
-        _at_least("--forest-prune", args.forest_prune, 1)
+        _at_least("--forest-prune", args.forest_prune, 0)
     tuner_params = parse_tuner_params(args.tuner_param)
     get_tuner(args.tuner, **tuner_params)  # an unknown tuner or parameter fails before any work
     check_writable_dir(args.run_dir, "--run-dir")
@@ -440,8 +440,8 @@ def _add_tune(sub) -> None:
                         "freed (Moses leaves them out of its n-best lists)")
     p.add_argument("--forest-prune", type=int, default=None, metavar="N",
                    help="hypergraph tuners: tune on the N x (reference words) edges of each forest with the "
-                        "best max-marginal under the decoding weights, as Moses' kbmira --hg-prune (50 there); "
-                        "default: the whole forest")
+                        "best max-marginal under the decoding weights, as Moses' kbmira --hg-prune; 0: the whole "
+                        "forest; default: 50 with --decoder moses (as Moses), else 0")
     p.add_argument("--keep-forests", action="store_true",
                    help="--decoder moses|cdec with a hypergraph tuner: keep every decode's forests in "
                         "RUN_DIR/decoder/decode.N/hypergraphs (by default each is deleted once read)")

@@ -435,17 +435,19 @@ def test_forest_pruning_keeps_the_viterbi_and_few_edges(tmp_path):
     refs = [[r] for r in read_lines(folder / "hypergraphs" / "dev5.ref")]
     words = sum(len(r[0].split()) for r in refs)
     history = {}
-    for prune in (None, 5):
+    for prune in (0, 5):
         decoder = MosesDevDecoder(command, folder / "moses.untuned.ini", sources, tmp_path / f"w{prune}")
         run = TuningRun(decoder, refs, "hg-mert", tmp_path / f"run{prune}", max_iter=1, seed=1, forest_prune=prune,
                         tuner_params={"n_random_directions": 2, "max_rounds": 1})
         run.run(decoder.default_weights)
         history[prune] = run.history[0]
-    assert history[5].dev_bleu == history[None].dev_bleu
-    assert 5 * words <= history[5].hypotheses < 1.2 * 5 * words < history[None].hypotheses / 10
+    assert history[5].dev_bleu == history[0].dev_bleu
+    assert 5 * words <= history[5].hypotheses < 1.2 * 5 * words < history[0].hypotheses / 10
     assert json.loads((tmp_path / "run5" / "run.json").read_text())["forest_prune"] == 5
-    with pytest.raises(InputError, match="forest_prune=0"):
-        TuningRun(decoder, refs, "hg-mert", tmp_path / "bad", forest_prune=0)
+    assert "forest_prune" not in json.loads((tmp_path / "run0" / "run.json").read_text())
+    assert TuningRun(decoder, refs, "hg-mert", tmp_path / "default").forest_prune == 50  # Moses' driver: as Moses
+    with pytest.raises(InputError, match="forest_prune=-1"):
+        TuningRun(decoder, refs, "hg-mert", tmp_path / "bad", forest_prune=-1)
 
 
 @pytest.mark.parametrize("tuner", ["hg-mert", "hg-bo"])

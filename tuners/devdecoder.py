@@ -43,6 +43,9 @@ class DevDecoder(ABC):
     outputs_forests = False
     forces = False
     decodes_batches = False
+    default_forest_prune = 0
+    """Hypergraph tuners tune on each forest's ``N`` x (reference words) best edges (0: the whole forest;
+    :class:`~tuners.loop.TuningRun`'s ``forest_prune``)."""
     frees_fixed = True
     """Whether the user may free (``minismt tune --free``) a feature :meth:`fixed_by_config` fixes."""
 

@@ -105,7 +105,8 @@ class TuningRun:
         decoder's configuration fixes to tune all the same (see :mod:`tuners.fixing`).
     forest_prune : hypergraph tuners: keep of each forest only the ``forest_prune`` x (reference words)
         edges of highest max-marginal under the decoding weights (Moses' ``kbmira --hg-prune``, 50 there;
-        :meth:`Hypergraph.prune_to`); None keeps the whole forest.
+        :meth:`Hypergraph.prune_to`); 0 keeps the whole forest; None: the decoder's
+        ``default_forest_prune`` (Moses' driver 50, as Moses; cdec's and minismt's 0).
     """
 
     def __init__(self, decoder: DevDecoder, references: Sequence[Sequence[str]], tuner,
@@ -125,9 +126,11 @@ class TuningRun:
                              expected="a tuners.devdecoder.DevDecoder (minismt's, Moses', cdec's or your subclass)")
         self.decoder = decoder
         self.fix, self.free = list(fix), list(free)
-        if forest_prune is not None and (isinstance(forest_prune, bool) or not isinstance(forest_prune, int)
-                                         or forest_prune < 1):
-            raise InputError(f"forest_prune={forest_prune!r}", expected="an integer >= 1 (edges per reference word)")
+        if forest_prune is None:
+            forest_prune = decoder.default_forest_prune
+        if isinstance(forest_prune, bool) or not isinstance(forest_prune, int) or forest_prune < 0:
+            raise InputError(f"forest_prune={forest_prune!r}",
+                             expected="an integer >= 0 (edges per reference word; 0: the whole forest)")
         self.forest_prune = forest_prune
         self.reference_words = [max(1, round(sum(len(r.split()) for r in refs) / max(1, len(refs))))
                                 for refs in references]
@@ -195,7 +198,7 @@ class TuningRun:
                     "references": self.references_digest, "decoder": decoder}
         if self.fix or self.free:
             settings["fixed_features"] = {"fix": self.fix, "free": self.free}
-        if self.forest_prune is not None:
+        if self.forest_prune:
             settings["forest_prune"] = self.forest_prune
         return json.loads(json.dumps(settings, sort_keys=True, default=str))
 
@@ -364,7 +367,7 @@ class TuningRun:
         """The dev set's forests under ``weights`` (pruned to ``forest_prune`` edges per reference word) and
         the decoder's 1-best (the Viterbi derivation, which pruning keeps)."""
         forests, onebest = self.decoder.decode_hypergraphs(weights, t)
-        if self.forest_prune is not None:
+        if self.forest_prune:
             forests = [forest.prune_to(self.forest_prune * words, weights)
                        for forest, words in zip(forests, self.reference_words)]
         return forests, onebest

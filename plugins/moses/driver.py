@@ -9,7 +9,8 @@ a shell::
 
 (``-output-search-graph-hypergraph true gz DIR`` instead of the n-best list
 for hypergraph tuners, gzipped as mert-moses.pl asks for them, read by a numba
-reader and deleted once read). The dense features are those of the ``[weight]``
+reader, deleted once read and pruned to 50 edges per reference word as Moses'
+``kbmira --hg-prune``). The dense features are those of the ``[weight]``
 section of moses.ini, named ``Producer_i`` (0-based, as features.dat); the
 start weights are that section's. Sparse features come from the n-best lists
 and go back to Moses in a ``-weight-file`` of ``name value`` lines.
@@ -104,6 +105,10 @@ class MosesDevDecoder(ProgramDevDecoder):
         self.untuneable, self.components = untuneable_features(self.command, self.config, self.start)
 
     frees_fixed = False
+    default_forest_prune = 50
+    """As Moses' own hypergraph tuning (``kbmira --hg-prune``): 50 edges per reference word. On Multi30k
+    de-en (300 dev sentences) hypergraph MERT reaches the same dev BLEU in each of 3 iterations as on the
+    whole forests (3.8M edges cut to 0.19M), at 1/4 of the time per iteration (benchmarks: moses-tuning-speed)."""
 
     def fixed_by_config(self, name: str) -> bool:
         """Whether ``moses -show-weights`` calls the feature (or its producer) untuneable."""
