@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -14,7 +13,6 @@ from hypothesis import given, settings, strategies as st
 from conftest import shared_path
 from minismt.cli import main as cli
 from minismt.corpus import Vocabulary
-from minismt.errors import InputError
 from minismt.features import FeatureSpace, read_weights
 from minismt.io import read_lines
 from minismt.kbest import KBestBuilder
@@ -25,7 +23,7 @@ from random_forests import HypothesisDraws, random_forest
 from tuners.devdecoder import MinismtDevDecoder
 from tuners.fixing import FIXED_COLUMN, FixedFeatures, matches
 from tuners.loop import TuningRun
-from test_decoder_drivers import FAKE, _cdec_fixture, _moses_fixture, _quote
+from test_decoder_drivers import _cdec_fixture, _moses_fixture, _quote
 
 DENSE = ["A_0", "A_1", "B_0", "C_0"]
 
