@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import shared_path
+from fuzz_lines import mutations
 from minismt.errors import InputError
 from minismt.features import FeatureSpace
 from minismt.kbest import KBestBuilder
@@ -494,49 +495,7 @@ TOKENS = ["|||", "||", "|", " ||| ", "=", ":", " ", "  ", "\t", "\n", "\r\n", "\
 token_soup = st.lists(st.sampled_from(TOKENS), max_size=80).map(lambda t: "".join(t).encode())
 
 
-@st.composite
-def mutated(draw, sample: bytes):
-    """A valid sample with lines/fields/tokens dropped, duplicated, swapped, truncated, corrupted."""
-    lines = sample.split(b"\n")
-    for _ in range(draw(st.integers(0, 4))):
-        i = draw(st.integers(0, len(lines) - 1))
-        op = draw(st.sampled_from(["truncate", "drop", "duplicate", "drop_field", "duplicate_field",
-                                   "token", "bytes", "swap"]))
-        line = lines[i]
-        sep = b"|||" if b"|||" in line else b" "
-        fields = line.split(sep)
-        j = draw(st.integers(0, len(fields) - 1))
-        if op == "truncate":
-            lines[i] = line[:draw(st.integers(0, len(line)))]
-        elif op == "drop":
-            del lines[i]
-        elif op == "duplicate":
-            lines.insert(i, line)
-        elif op == "drop_field":
-            del fields[j]
-            lines[i] = sep.join(fields)
-        elif op == "duplicate_field":
-            fields.insert(j, fields[j])
-            lines[i] = sep.join(fields)
-        elif op == "token":
-            fields[j] = draw(st.sampled_from(TOKENS)).encode()
-            lines[i] = sep.join(fields)
-        elif op == "bytes":
-            at = draw(st.integers(0, len(line)))
-            lines[i] = line[:at] + draw(st.sampled_from([b"\xff", b"\xc3", b"\xe2\x82", b"\x80"])) + line[at:]
-        else:
-            k = draw(st.integers(0, len(lines) - 1))
-            lines[i], lines[k] = lines[k], lines[i]
-        if not lines:
-            lines = [b""]
-    data = b"\n".join(lines)
-    if draw(st.booleans()):
-        data = data[:draw(st.integers(0, len(data)))]
-    if draw(st.integers(0, 9)) == 0:
-        data = gzip.compress(data, mtime=0)
-        if draw(st.booleans()):
-            data = data[:draw(st.integers(0, len(data)))]
-    return data
+mutated = mutations(TOKENS)
 
 
 def documents(*samples: bytes):
