@@ -111,6 +111,8 @@ from itertools import combinations
 
 import numpy as np
 
+from minismt.extract.hiero import HieroOptions
+
 __all__ = [
     "DEFAULT_OPTIONS", "ExtractRulesOptions", "HieroRule", "PhrasePair", "extract_corpus",
     "extract_rules", "format_count", "glue_grammar", "hole_sets", "initial_phrase_pairs",
@@ -122,23 +124,9 @@ NONTERMINAL = "[X][X]"
 LHS = "[X]"
 
 
-@dataclass(frozen=True)
-class ExtractRulesOptions:
-    """The ``extract-rules`` options this reference honours; the defaults are Moses' defaults.
-
-    Only the defaults are checked against the real binary (``tests/test_hiero_reference.py``)."""
-
-    max_span: int = 10
-    max_symbols_source: int = 5
-    max_symbols_target: int = 999
-    max_nonterm: int = 2
-    min_hole_source: int = 2
-    min_hole_target: int = 1
-    min_words: int = 1
-    nonterm_consec_source: bool = False
-    require_aligned_word: bool = True
-    fractional_counting: bool = True
-
+ExtractRulesOptions = HieroOptions
+"""The ``extract-rules`` options this reference honours (the product's option set; its defaults are Moses'
+defaults). Only the defaults are checked against the real binary (``tests/test_hiero_reference.py``)."""
 
 DEFAULT_OPTIONS = ExtractRulesOptions()
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from minismt._primitives import GOLDEN, mix64
+from minismt._primitives import GOLDEN, grow, mix64
 
 MAX_PHRASE_LENGTH = 8
 
@@ -74,14 +74,9 @@ def _orientation(left_top, right_top):
 def _sentence_phrase_pairs(s, src_offsets, tgt_offsets, links, link_offsets, max_length, fill,
                            base, out_sent, out_src_start, out_src_len, out_tgt_start,
                            out_tgt_len, out_prev, out_next, out_mask):
-    """Phrase pairs of sentence pair ``s`` as Moses' ``extract`` finds them; returns their number.
-
-    Loops as ``ExtractTask::extract``: every target span ``[es, ee]`` of at most
-    ``max_length`` words with at least one link gives the source span ``[min_f, max_f]``
-    of its links; if no source word there links outside ``[es, ee]``, the source span is
-    extended over unaligned words on both sides (at most ``max_length`` words). With
-    ``fill`` the pairs are written from index ``base``: sentence, spans, backward and
-    forward word-based orientations and the alignment mask.
+    """Phrase pairs of sentence pair ``s`` as Moses' ``extract`` finds them (:func:`phrase_boxes`);
+    returns their number. With ``fill`` the pairs are written from index ``base``: sentence, spans,
+    backward and forward word-based orientations and the alignment mask.
     """
     n_src = src_offsets[s + 1] - src_offsets[s]
     n_tgt = tgt_offsets[s + 1] - tgt_offsets[s]
@@ -116,7 +111,48 @@ def _sentence_phrase_pairs(s, src_offsets, tgt_offsets, links, link_offsets, max
         e_src[e_fill[e]] = links[k, 0]
         e_fill[e] += 1
 
-    count = 0
+    box_s1, box_s2, box_t1, box_t2, count = phrase_boxes(n_src, n_tgt, f_count, f_min_e, f_max_e, e_min_f,
+                                                         e_max_f, max_length)
+    if fill:
+        for b in range(count):
+            start_f, end_f, es, ee = box_s1[b], box_s2[b], box_t1[b], box_t2[b]
+            idx = base + b
+            out_sent[idx] = s
+            out_src_start[idx] = start_f
+            out_src_len[idx] = end_f - start_f + 1
+            out_tgt_start[idx] = es
+            out_tgt_len[idx] = ee - es + 1
+            out_prev[idx] = _orientation(
+                _is_aligned(matrix, n_src, n_tgt, start_f - 1, es - 1),
+                _is_aligned(matrix, n_src, n_tgt, end_f + 1, es - 1))
+            out_next[idx] = _orientation(
+                _is_aligned(matrix, n_src, n_tgt, end_f + 1, ee + 1),
+                _is_aligned(matrix, n_src, n_tgt, start_f - 1, ee + 1))
+            mask = np.uint64(0)
+            for e in range(es, ee + 1):
+                for k in range(e_start[e], e_start[e + 1]):
+                    bit = np.uint64(8 * (e_src[k] - start_f) + (e - es))
+                    mask |= _ONE << bit
+            out_mask[idx] = mask
+    return count
+
+
+@njit(cache=True)
+def phrase_boxes(n_src, n_tgt, f_count, f_min_e, f_max_e, e_min_f, e_max_f, max_length):
+    """The phrase pairs of one sentence pair as Moses' ``extract`` (and ``extract-rules``) find them:
+    ``(s1, s2, t1, t2, n)``, inclusive spans in the order (t1, t2, -s1, s2).
+
+    Loops as ``ExtractTask::extract``: every target span ``[t1, t2]`` of at most ``max_length`` words
+    with at least one link gives the source span ``[min_f, max_f]`` of its links; if no source word
+    there links outside ``[t1, t2]``, the source span is extended over unaligned words on both sides
+    (at most ``max_length`` words). ``f_count``, ``f_min_e`` ... are each word's number of links and
+    the smallest and largest position it links to (-1 / the other side's length when unaligned).
+    """
+    box_s1 = np.empty(16, dtype=np.int32)
+    box_s2 = np.empty(16, dtype=np.int32)
+    box_t1 = np.empty(16, dtype=np.int32)
+    box_t2 = np.empty(16, dtype=np.int32)
+    n = 0
     for es in range(n_tgt):
         min_f = n_src
         max_f = -1
@@ -141,29 +177,18 @@ def _sentence_phrase_pairs(s, src_offsets, tgt_offsets, links, link_offsets, max
                 end_f = max_f
                 while end_f < n_src and end_f < start_f + max_length and \
                         (end_f == max_f or f_count[end_f] == 0):
-                    if fill:
-                        idx = base + count
-                        out_sent[idx] = s
-                        out_src_start[idx] = start_f
-                        out_src_len[idx] = end_f - start_f + 1
-                        out_tgt_start[idx] = es
-                        out_tgt_len[idx] = ee - es + 1
-                        out_prev[idx] = _orientation(
-                            _is_aligned(matrix, n_src, n_tgt, start_f - 1, es - 1),
-                            _is_aligned(matrix, n_src, n_tgt, end_f + 1, es - 1))
-                        out_next[idx] = _orientation(
-                            _is_aligned(matrix, n_src, n_tgt, end_f + 1, ee + 1),
-                            _is_aligned(matrix, n_src, n_tgt, start_f - 1, ee + 1))
-                        mask = np.uint64(0)
-                        for e in range(es, ee + 1):
-                            for k in range(e_start[e], e_start[e + 1]):
-                                bit = np.uint64(8 * (e_src[k] - start_f) + (e - es))
-                                mask |= _ONE << bit
-                        out_mask[idx] = mask
-                    count += 1
+                    box_s1 = grow(box_s1, n + 1)
+                    box_s2 = grow(box_s2, n + 1)
+                    box_t1 = grow(box_t1, n + 1)
+                    box_t2 = grow(box_t2, n + 1)
+                    box_s1[n] = start_f
+                    box_s2[n] = end_f
+                    box_t1[n] = es
+                    box_t2[n] = ee
+                    n += 1
                     end_f += 1
                 start_f -= 1
-    return count
+    return box_s1, box_s2, box_t1, box_t2, n
 
 
 @njit(cache=True, parallel=True)
