@@ -431,7 +431,7 @@ def _add_tune(sub) -> None:
                    help="a parameter of the tuner, e.g. C=0.001 (VALUE read as JSON when it is); repeat")
     p.add_argument("--fix", action="append", default=[], metavar="NAMES",
                    help="features whose weights stay at their start values (comma-separated names or shell "
-                        "patterns, e.g. 'LM0,LexicalReordering0_*'; repeat); the tuners still count them in "
+                        "patterns, e.g. 'LM0_0,LexicalReordering0_*'; repeat); the tuners still count them in "
                         "every score. Moses' tuneable=false features (and UnknownWordPenalty0) are fixed "
                         "without it, as mert-moses.pl fixes them")
     p.add_argument("--free", action="append", default=[], metavar="NAMES",

@@ -132,7 +132,8 @@ def test_fixed_weights_never_move_in_any_tuner_family(tuner, moses_system, tmp_p
     sources, references = read_lines(data / "dev.src"), [[r] for r in read_lines(data / "dev.tgt")]
     decoder = MinismtDevDecoder(str(model), sources, stack_size=20, kbest=20)
     lines = []
-    run = TuningRun(decoder, references, tuner, tmp_path / "run", max_iter=3, seed=1, fix=["LM0_0", "LexicalReordering0_*"],
+    run = TuningRun(decoder, references, tuner, tmp_path / "run", max_iter=3, seed=1,
+                    fix=["LM0_0", "LexicalReordering0_*"],
                     on_iteration=lines.append)
     start = decoder.default_weights.copy()
     final = run.run(start)
@@ -174,6 +175,9 @@ def test_moses_tuneable_false_features_keep_their_moses_ini_weights(tmp_path, ca
     assert tuned != flatten_weights(read_moses_ini_weights(ini))
     assert cli(base + ["--run-dir", str(tmp_path / "run2"), "--free", "UnknownWordPenalty0_0"]) == 2
     assert "makes it untuneable" in capsys.readouterr().err
+    assert cli(base + ["--run-dir", str(tmp_path / "run3"), "--iterations", "1", "--fix", "LM0"]) == 0
+    assert "note: 'LM0' matches no feature (yet): the features are UnknownWordPenalty0_0, WordPenalty0_0" in \
+        capsys.readouterr().out  # a producer name, not a feature name (LM0_0)
 
 
 def test_cdec_features_missing_from_the_start_weights_stay_at_zero_unless_freed(tmp_path):
@@ -203,7 +207,8 @@ def test_real_moses_untuneable_features_and_components(moses_system, tmp_path):
     data, model = moses_system
     ini = tmp_path / "moses.ini"
     _edit_ini(model / "moses.ini", ini, {"\nPhrasePenalty\n": "\nPhrasePenalty tuneable=false\n",
-                                         "PhraseDictionaryMemory ": "PhraseDictionaryMemory tuneable-components=1,0,1,1 "})
+                                         "PhraseDictionaryMemory ":
+                                             "PhraseDictionaryMemory tuneable-components=1,0,1,1 "})
     start = flatten_weights(read_moses_ini_weights(ini))
     untuneable, components = untuneable_features([str(moses)], str(ini), start)
     assert untuneable == {"UnknownWordPenalty0_0", "PhrasePenalty0_0", "TranslationModel0_1"}

@@ -292,6 +292,10 @@ class TuningRun:
                 self._accumulated = parts if self.accumulate == "aggregate" else parts[0]
             if state["done"]:
                 return self._finish(weights)
+        for pattern in self.fix + self.free:
+            if start == 0 and not any(matches(name, [pattern]) for name in space.names):
+                self._log_line(f"note: {pattern!r} matches no feature (yet): the features are "
+                               + ", ".join(space.dense_names[:6]) + (", ..." if len(space.dense_names) > 6 else ""))
         if start == 0 and self.view.active:
             fixed = self.view.fixed_names()
             shown = ", ".join(f"{n} {weights[space.index(n)]:g}" for n in fixed[:12])
