@@ -71,6 +71,26 @@ def _check_offsets(offsets: np.ndarray, total: int, what: str) -> None:
                          expected=f"non-decreasing offsets from 0 to {total}")
 
 
+def link_sentences(links: np.ndarray, link_offsets: np.ndarray, src_offsets: np.ndarray,
+                   tgt_offsets: np.ndarray) -> np.ndarray:
+    """The sentence pair of every alignment point; a point outside its sentence pair is an
+    :class:`InputError` naming the (1-based) pair."""
+    n_sent = link_offsets.shape[0] - 1
+    link_sent = np.repeat(np.arange(n_sent, dtype=np.int64), np.diff(link_offsets))
+    src_len = np.diff(np.asarray(src_offsets, dtype=np.int64))
+    tgt_len = np.diff(np.asarray(tgt_offsets, dtype=np.int64))
+    bad = np.flatnonzero((links[:, 0] < 0) | (links[:, 1] < 0)
+                         | (links[:, 0] >= src_len[link_sent]) | (links[:, 1] >= tgt_len[link_sent]))
+    if bad.shape[0]:
+        k = int(bad[0])
+        s = int(link_sent[k])
+        raise InputError(f"alignment point {int(links[k, 0])}-{int(links[k, 1])} is outside "
+                         f"sentence pair {s + 1} ({int(src_len[s])} source words, "
+                         f"{int(tgt_len[s])} target words)",
+                         expected="0-based source-target positions inside the sentence pair")
+    return link_sent
+
+
 def _check_ids(tokens: TokenArray, vocab: Vocabulary, side: str) -> None:
     ids = np.asarray(tokens.ids)
     if ids.shape[0] == 0:
@@ -106,18 +126,7 @@ def validate_corpus(src: TokenArray, tgt: TokenArray, alignment: Alignment,
     _check_ids(src, src_vocab, "source")
     _check_ids(tgt, tgt_vocab, "target")
     n_sent = len(src)
-    link_sent = np.repeat(np.arange(n_sent, dtype=np.int64), np.diff(link_offsets))
-    src_len = np.diff(np.asarray(src.offsets, dtype=np.int64))
-    tgt_len = np.diff(np.asarray(tgt.offsets, dtype=np.int64))
-    bad = np.flatnonzero((links[:, 0] < 0) | (links[:, 1] < 0)
-                         | (links[:, 0] >= src_len[link_sent]) | (links[:, 1] >= tgt_len[link_sent]))
-    if bad.shape[0]:
-        k = int(bad[0])
-        s = int(link_sent[k])
-        raise InputError(f"alignment point {int(links[k, 0])}-{int(links[k, 1])} is outside "
-                         f"sentence pair {s + 1} ({int(src_len[s])} source words, "
-                         f"{int(tgt_len[s])} target words)",
-                         expected="0-based source-target positions inside the sentence pair")
+    link_sent = link_sentences(links, link_offsets, np.asarray(src.offsets), np.asarray(tgt.offsets))
     order = np.lexsort((links[:, 1], links[:, 0], link_sent))
     links, link_sent = links[order], link_sent[order]
     keep = np.ones(links.shape[0], dtype=bool)

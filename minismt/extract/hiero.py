@@ -38,6 +38,7 @@ import numpy as np
 from minismt.corpus import Alignment, TokenArray, Vocabulary
 from minismt.errors import InputError
 from minismt.extract import _hiero_kernels as _k
+from minismt.extract.extraction import link_sentences
 
 NONTERMINAL = "[X][X]"
 LHS = "[X]"
@@ -170,18 +171,7 @@ def _check_corpus(src: TokenArray, tgt: TokenArray, alignment: Alignment):
     if link_offsets.shape[0] != n_sent + 1 or link_offsets[0] != 0 or link_offsets[-1] != links.shape[0] \
             or bool(np.any(np.diff(link_offsets) < 0)):
         raise InputError("inconsistent alignment offsets")
-    link_sent = np.repeat(np.arange(n_sent, dtype=np.int64), np.diff(link_offsets))
-    src_len = np.diff(src_offsets)
-    tgt_len = np.diff(tgt_offsets)
-    bad = np.flatnonzero((links[:, 0] < 0) | (links[:, 1] < 0)
-                         | (links[:, 0] >= src_len[link_sent]) | (links[:, 1] >= tgt_len[link_sent]))
-    if bad.shape[0]:
-        q = int(bad[0])
-        s = int(link_sent[q])
-        raise InputError(f"alignment point {int(links[q, 0])}-{int(links[q, 1])} is outside "
-                         f"sentence pair {s + 1} ({int(src_len[s])} source words, "
-                         f"{int(tgt_len[s])} target words)",
-                         expected="0-based source-target positions inside the sentence pair")
+    link_sent = link_sentences(links, link_offsets, src_offsets, tgt_offsets)
     return src_offsets, tgt_offsets, links, link_offsets, link_sent
 
 
