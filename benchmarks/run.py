@@ -47,6 +47,7 @@ BENCHMARKS = {
     "bo-speed": "bo_speed",
     "first-hour": "first_hour",
     "moses-tuning-speed": "moses_tuning_speed",
+    "hiero-grammar": "hiero_grammar",
 }
 
 

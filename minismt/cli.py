@@ -102,9 +102,12 @@ def _add_extract(sub) -> None:
 
 def _train_command(args) -> int:
     from minismt.train import Trainer, TrainingConfig
-    for flag, path in (("--src", args.src), ("--tgt", args.tgt), ("--lm-text", args.lm_text)):
+    for flag, path in (("--src", args.src), ("--tgt", args.tgt), ("--lm-text", args.lm_text),
+                       *(("--grammar-for", p) for p in args.grammar_for)):
         if path is not None:
             check_readable_file(path, flag)
+    if args.grammar_for and not args.hiero:
+        raise InputError("--grammar-for without --hiero", expected="--hiero --grammar-for FILE")
     check_writable_dir(args.out, "--out")
     if not 2 <= args.lm_order <= 6:
         raise InputError(f"--lm-order {args.lm_order}", expected="an order from 2 to 6")
@@ -117,7 +120,9 @@ def _train_command(args) -> int:
                             lm_text=args.lm_text, src_lang=args.src_lang, tgt_lang=args.tgt_lang,
                             tokenize=args.tokenize, lowercase=args.lowercase,
                             max_length=args.max_length, max_phrase_length=args.max_phrase_length,
-                            table_limit=args.table_limit, aligner=args.aligner, progress=not args.quiet)
+                            table_limit=args.table_limit, aligner=args.aligner,
+                            model="hiero" if args.hiero else "phrase",
+                            grammar_inputs=tuple(args.grammar_for), progress=not args.quiet)
     trainer = Trainer(config, log=None if args.quiet else log)  # a log line never lands on a bar's line
     trainer.run()
     for record in trainer.records.values():
@@ -128,14 +133,16 @@ def _train_command(args) -> int:
 
 def _add_train(sub) -> None:
     p = sub.add_parser(
-        "train", help="train a phrase-based model: alignment, phrase table, reordering, KN LM",
-        description="Train the phrase-based model from a parallel corpus (plain or gzipped, one "
+        "train", help="train a phrase-based or Hiero model: alignment, rules, KN LM",
+        description="Train a model from a parallel corpus (plain or gzipped, one "
                     "sentence per line, tokenised unless --tokenize): clean it (empty lines, "
                     "length, length ratio, as Moses' clean-corpus-n.perl), align it in both "
                     "directions (--aligner) and symmetrise with grow-diag-final-and, "
                     "extract and score phrase pairs up to 7 words with msd-bidirectional-fe "
-                    "reordering, and estimate an interpolated modified Kneser-Ney LM. Writes "
-                    "MODEL/manifest.json, which 'minismt decode' and 'minismt tune' read; a "
+                    "reordering (or, with --hiero, hierarchical rules as Moses' extract-rules "
+                    "and score, filtered to the --grammar-for inputs), and estimate an "
+                    "interpolated modified Kneser-Ney LM. Writes MODEL/manifest.json, which "
+                    "'minismt decode' and 'minismt tune' read, and moses.ini files for Moses; a "
                     "step whose inputs are unchanged is not redone.")
     p.add_argument("--src", required=True, metavar="FILE", help="source side of the training corpus")
     p.add_argument("--tgt", required=True, metavar="FILE", help="target side, same number of lines")
@@ -158,6 +165,15 @@ def _add_train(sub) -> None:
                    help="word aligner: 'fast-align' (the default: IBM Model 2 with a diagonal "
                         "prior, Dyer et al. 2013, the links of fast_align -d -o -v) or 'hmm' "
                         "(5 IBM Model 1 then 5 HMM EM iterations)")
+    p.add_argument("--hiero", action="store_true",
+                   help="train a hierarchical phrase-based model (Chiang 2007) instead: rules with up "
+                        "to 2 non-terminals from initial phrase pairs of up to 10 words, scored as "
+                        "Moses' score + consolidate, kept where a --grammar-for sentence can use them "
+                        "(MODEL/grammars/NAME/: grammar.npz, Moses' rule-table.gz and a moses.ini "
+                        "for Moses' chart decoder; MODEL/model/glue-grammar)")
+    p.add_argument("--grammar-for", action="append", default=[], metavar="FILE",
+                   help="with --hiero: a source text (dev or test set, preprocessed as the corpus) "
+                        "to build a grammar for, named after the file; repeat for each set")
     p.add_argument("--quiet", action="store_true", help="no progress bars or step log on stderr")
     p.set_defaults(run=_train_command)
 
@@ -210,7 +226,7 @@ def _decode_command(args) -> int:
                                  beam_threshold=args.beam_threshold, distortion_limit=args.distortion_limit)
     if args.kbest and not args.kbest_out:
         raise InputError("--kbest needs --kbest-out FILE")
-    manifest = load_manifest(args.model)
+    manifest = load_manifest(args.model, kind="phrase")
     sentences = read_lines(args.input)
     weights = dict(manifest["default_weights"])
     if args.weights:

@@ -28,7 +28,7 @@ import json
 import os
 import resource
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Callable
 
 from minismt import __version__
@@ -36,7 +36,8 @@ from minismt.corpus import (DEFAULT_MAX_LENGTH, DEFAULT_MAX_RATIO, Alignment, To
                             Tokenizer, Vocabulary, clean_pairs, read_parallel)
 from minismt.errors import InputError
 from minismt.io import atomic_write, file_sha256, read_lines, write_lines
-from minismt.manifest import DEFAULT_WEIGHTS, MANIFEST, MANIFEST_FORMAT, MANIFEST_VERSION, moses_ini
+from minismt.manifest import (DEFAULT_WEIGHTS, HIERO_DEFAULT_WEIGHTS, MANIFEST, MANIFEST_FORMAT,
+                              MANIFEST_VERSION, MODEL_KINDS, moses_chart_ini, moses_ini)
 from minismt.progress import bar as progress_bar
 
 def _peak_rss_mb() -> float:
@@ -64,6 +65,8 @@ class TrainingConfig:
     ibm1_iterations: int = 5
     hmm_iterations: int = 5
     aligner: str = "fast-align"
+    model: str = "phrase"
+    grammar_inputs: tuple[str, ...] = ()
     progress: bool = True
 
 
@@ -84,6 +87,12 @@ class Trainer:
     def __init__(self, config: TrainingConfig, log: Callable[[str], None] | None = None):
         if config.tokenize and not (config.src_lang and config.tgt_lang):
             raise InputError("--tokenize needs --src-lang and --tgt-lang", expected="--src-lang de --tgt-lang en")
+        if config.model not in MODEL_KINDS:
+            raise InputError(f"model {config.model!r}", expected=" or ".join(MODEL_KINDS))
+        if config.model == "hiero" and not config.grammar_inputs:
+            raise InputError("a Hiero model needs the input sets to build grammars for",
+                             expected="--grammar-for FILE (the dev and test sources), once per file")
+        self.grammar_names = grammar_names(config.grammar_inputs)
         self.config = config
         self.out = os.path.abspath(config.out)
         self._log_callback = log
@@ -227,6 +236,52 @@ class Trainer:
 
         return self._step("extract", key, outputs, run)
 
+    def _preprocess(self, lines: list[str]) -> list[str]:
+        """Input text made like the training text: tokenised and lowercased as ``prepare`` did."""
+        c = self.config
+        if c.tokenize:
+            return _tokenize_all(lines, Tokenizer(c.src_lang, c.lowercase), False, "tokenise input")
+        return [line.lower() for line in lines] if c.lowercase else lines
+
+    def hiero(self) -> StepRecord:
+        """Hiero rules (Chiang 2007, as Moses' extract-rules + score + consolidate), filtered to each
+        input set: ``grammars/NAME/{input.txt, grammar.npz, rule-table.gz}`` and the glue grammar."""
+        from minismt.extract.hiero import DEFAULT_HIERO_OPTIONS
+        c = self.config
+        outputs = ["model/glue-grammar"]
+        for name in self.grammar_names:
+            outputs += [f"grammars/{name}/input.txt", f"grammars/{name}/grammar.npz",
+                        f"grammars/{name}/rule-table.gz"]
+        key = {"corpus": self._outputs_key("prepare"), "align": self._outputs_key("align"),
+               "inputs": {name: file_sha256(path)
+                          for name, path in zip(self.grammar_names, c.grammar_inputs)},
+               "options": asdict(DEFAULT_HIERO_OPTIONS)}
+
+        def run():
+            from minismt.extract.hiero_grammar import build_grammars, write_glue_grammar
+            src, tgt, src_vocab, tgt_vocab = self._load_corpus()
+            alignment = Alignment.read(self.path("align", "aligned.grow-diag-final-and"))
+            inputs = {name: self._preprocess(read_lines(path))
+                      for name, path in zip(self.grammar_names, c.grammar_inputs)}
+            grammars, report = build_grammars(src, tgt, alignment, src_vocab, tgt_vocab, inputs,
+                                              progress=c.progress)
+            os.makedirs(self.path("model"), exist_ok=True)
+            write_glue_grammar(self.path("model", "glue-grammar"))
+            for name, grammar in grammars.items():
+                os.makedirs(self.path("grammars", name), exist_ok=True)
+                write_lines(self.path("grammars", name, "input.txt"), inputs[name])
+                grammar.save(self.path("grammars", name, "grammar.npz"))
+                grammar.write_moses(self.path("grammars", name, "rule-table.gz"))
+            info = report.as_dict()
+            self.log("hiero: " + ", ".join(f"{name} {n:,} rules" for name, n in report.sizes.items())
+                     + f" (from {report.occurrences:,} rule occurrences of {report.pairs:,} pairs)")
+            return {"rules": info["rules_per_input"], "occurrences": info["occurrences"],
+                    "rules_total": info["rules_total"],
+                    "rules_by_nonterminals": info["rules_by_nonterminals"],
+                    "stage_seconds": info["seconds"]}
+
+        return self._step("hiero", key, outputs, run)
+
     def lm(self) -> StepRecord:
         c = self.config
         name = f"lm/lm.{c.lm_order}.arpa"
@@ -270,8 +325,53 @@ class Trainer:
     def _run_steps(self) -> dict:
         self.prepare()
         self.align()
-        self.extract()
-        self.lm()
+        if self.config.model == "hiero":
+            self.hiero()
+            self.lm()
+            self._finish_hiero()
+        else:
+            self.extract()
+            self.lm()
+            self._finish_phrase()
+        self._write_manifest()
+        total = sum(r.seconds for r in self.records.values() if not r.cached)
+        self.log(f"model written to {self.out} ({total:.1f} s of work)")
+        return self.manifest
+
+    def _moses_can_read(self) -> bool:
+        if any(c.isspace() for c in self.out):
+            self.log(f"moses.ini not written: Moses cannot read a path with whitespace ({self.out})")
+            return False
+        return True
+
+    def _finish_hiero(self) -> None:
+        self.manifest["model"] = "hiero"
+        self.manifest["files"] = {
+            "train_src": "corpus/train.src", "train_tgt": "corpus/train.tgt",
+            "alignment": "align/aligned.grow-diag-final-and",
+            "glue_grammar": "model/glue-grammar",
+            "lm_arpa": f"lm/lm.{self.config.lm_order}.arpa",
+        }
+        sizes = self.records["hiero"].info.get("rules", {})
+        self.manifest["grammars"] = {
+            name: {"source": os.path.abspath(path), "input": f"grammars/{name}/input.txt",
+                   "grammar": f"grammars/{name}/grammar.npz",
+                   "rule_table_text": f"grammars/{name}/rule-table.gz", "rules": sizes.get(name)}
+            for name, path in zip(self.grammar_names, self.config.grammar_inputs)}
+        self.manifest["lm_order"] = self.config.lm_order
+        self.manifest["features"] = list(HIERO_DEFAULT_WEIGHTS)
+        self.manifest["default_weights"] = dict(HIERO_DEFAULT_WEIGHTS)
+        self.manifest.pop("distortion_limit", None)
+        self.manifest["files"].pop("moses_ini", None)
+        if self._moses_can_read():
+            for name, entry in self.manifest["grammars"].items():
+                with atomic_write(self.path("grammars", name, "moses.ini")) as out:
+                    out.write(moses_chart_ini(self.out, self.manifest, name))
+                entry["moses_ini"] = f"grammars/{name}/moses.ini"
+
+    def _finish_phrase(self) -> None:
+        self.manifest["model"] = "phrase"
+        self.manifest.pop("grammars", None)
         self.manifest["files"] = {
             "train_src": "corpus/train.src", "train_tgt": "corpus/train.tgt",
             "alignment": "align/aligned.grow-diag-final-and",
@@ -284,16 +384,25 @@ class Trainer:
         self.manifest["features"] = list(DEFAULT_WEIGHTS)
         self.manifest["default_weights"] = dict(DEFAULT_WEIGHTS)
         self.manifest["distortion_limit"] = 6
-        if any(c.isspace() for c in self.out):
-            self.log(f"moses.ini not written: Moses cannot read a path with whitespace ({self.out})")
-        else:
+        if self._moses_can_read():
             with atomic_write(self.path("moses.ini")) as out:
                 out.write(moses_ini(self.out, self.manifest))
             self.manifest["files"]["moses_ini"] = "moses.ini"
-        self._write_manifest()
-        total = sum(r.seconds for r in self.records.values() if not r.cached)
-        self.log(f"model written to {self.out} ({total:.1f} s of work)")
-        return self.manifest
+
+
+def grammar_names(paths) -> list[str]:
+    """A folder name per input file for its grammar: the file name without ``.gz`` and its last
+    suffix (``test_2016.de`` -> ``test_2016``), numbered when two would be the same."""
+    names: list[str] = []
+    for path in paths:
+        base = os.path.basename(os.fspath(path))
+        base = base[:-3] if base.endswith(".gz") else base
+        stem = os.path.splitext(base)[0] or base or "input"
+        name, k = stem, 2
+        while name in names:
+            name, k = f"{stem}-{k}", k + 1
+        names.append(name)
+    return names
 
 
 def _tokenize_all(lines, tokenizer: Tokenizer, progress: bool, what: str) -> list[str]:

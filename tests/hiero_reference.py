@@ -114,8 +114,9 @@ import numpy as np
 from minismt.extract.hiero import HieroOptions
 
 __all__ = [
-    "DEFAULT_OPTIONS", "ExtractRulesOptions", "HieroRule", "PhrasePair", "extract_corpus",
-    "extract_rules", "format_count", "glue_grammar", "hole_sets", "initial_phrase_pairs",
+    "DEFAULT_OPTIONS", "ExtractRulesOptions", "HieroRule", "PhrasePair", "ScoredRule",
+    "extract_corpus", "extract_rules", "format_count", "glue_grammar", "hole_sets",
+    "initial_phrase_pairs", "lexical_probabilities", "score_corpus", "source_matches",
 ]
 
 #: How a non-terminal (hole) is written on both sides of a rule: source label, target label.
@@ -371,3 +372,159 @@ def extract_corpus(sources: Iterable[Sequence[str] | str], targets: Iterable[Seq
                    options: ExtractRulesOptions = DEFAULT_OPTIONS) -> list[list[HieroRule]]:
     """``extract_rules`` for every sentence pair of a corpus: one list of rules per pair."""
     return [extract_rules(s, t, a, options) for s, t, a in zip(sources, targets, alignments, strict=True)]
+
+
+# ---------------------------------------------------------------------------------------------
+# Scoring: Moses ``score --Hierarchical`` (both directions) + ``consolidate``, in plain Python
+# ---------------------------------------------------------------------------------------------
+
+NULL = None
+
+
+def lexical_probabilities(sources: Sequence[Sequence[str]], targets: Sequence[Sequence[str]],
+                          alignments: Sequence[Iterable[tuple[int, int]]]):
+    """Moses' ``lex.f2e`` and ``lex.e2f`` as dicts: ``w_e_f[(f, e)] = c(f, e) / c(f)`` and
+    ``w_f_e[(f, e)] = c(f, e) / c(e)``, a word without links counted with NULL, each value rounded
+    to 7 decimals as the files carry them."""
+    pair_count: dict[tuple, int] = {}
+    for source, target, links in zip(sources, targets, alignments):
+        links = set(links)
+        for i, j in links:
+            pair_count[source[i], target[j]] = pair_count.get((source[i], target[j]), 0) + 1
+        for i, word in enumerate(source):
+            if not any(a == i for a, _ in links):
+                pair_count[word, NULL] = pair_count.get((word, NULL), 0) + 1
+        for j, word in enumerate(target):
+            if not any(b == j for _, b in links):
+                pair_count[NULL, word] = pair_count.get((NULL, word), 0) + 1
+    c_f: dict = {}
+    c_e: dict = {}
+    for (f, e), c in pair_count.items():
+        c_f[f] = c_f.get(f, 0) + c
+        c_e[e] = c_e.get(e, 0) + c
+    w_e_f = {k: float(f"{c / c_f[k[0]]:.7f}") for k, c in pair_count.items()}
+    w_f_e = {k: float(f"{c / c_e[k[1]]:.7f}") for k, c in pair_count.items()}
+    return w_e_f, w_f_e
+
+
+@dataclass(frozen=True)
+class ScoredRule:
+    """A line of the consolidated rule table: the two sides, the written alignment, the scores
+    p(f|e), lex(f|e), p(e|f), lex(e|f) and the counts c(e), c(f), c(f,e) (exact fractions)."""
+
+    source: str
+    target: str
+    alignment: str
+    scores: tuple[float, float, float, float]
+    counts: tuple[Fraction, Fraction, Fraction]
+
+
+def _links(text: str) -> list[tuple[int, int]]:
+    return [tuple(int(x) for x in point.split("-")) for point in text.split()]
+
+
+def _sets(links: list[tuple[int, int]], size: int, by_target: bool) -> list[list[int]]:
+    """The alignment as Moses' ``vector<set<size_t>>``: for each target symbol (``by_target``) or
+    source symbol the sorted positions linked to it."""
+    sets: list[set[int]] = [set() for _ in range(size)]
+    for s, t in links:
+        if by_target:
+            sets[t].add(s)
+        else:
+            sets[s].add(t)
+    return [sorted(x) for x in sets]
+
+
+def _lexical_weight(outer_words: list[str], inner_words: list[str], sets: list[list[int]],
+                    table: dict, outer_is_target: bool) -> float:
+    """Moses' ``computeLexicalTranslation``: the product over the outer symbols of the mean table
+    value over their linked symbols (NULL for none); a pair that is not in the table (a
+    non-terminal pair) counts 1."""
+    score = 1.0
+    for o, linked in enumerate(sets):
+        if not linked:
+            key = (NULL, outer_words[o]) if outer_is_target else (outer_words[o], NULL)
+            score *= table.get(key, 1.0)
+            continue
+        total = 0.0
+        for i in linked:
+            key = (inner_words[i], outer_words[o]) if outer_is_target else (outer_words[o], inner_words[i])
+            total += table.get(key, 1.0)
+        score *= total / len(linked)
+    return score
+
+
+def score_corpus(sources: Sequence[Sequence[str]], targets: Sequence[Sequence[str]],
+                 alignments: Sequence[Iterable[tuple[int, int]]],
+                 options: ExtractRulesOptions = DEFAULT_OPTIONS) -> list[ScoredRule]:
+    """The rule table of a corpus as Moses' ``score`` (forward and ``--Inverse``) and
+    ``consolidate`` with ``--Hierarchical`` define it, with exact counts:
+
+    * a rule is a source string, a target string and the pairing of their non-terminals (the
+      non-terminal links of its alignment); its variants differ in their word links;
+    * c(f,e) sums the fractional counts of all its occurrences; c(f) sums c(f,e) over the rules
+      with the same source string; c(e) over those with the same target string;
+    * p(e|f) = c(f,e)/c(f), p(f|e) = c(f,e)/c(e);
+    * lex(e|f) uses the variant with the highest count, ties to the greater alignment compared
+      as target-to-source sets; lex(f|e) the same with source-to-target sets; the written
+      alignment is lex(e|f)'s, its ``s-t`` pairs sorted as strings.
+
+    Rules are returned sorted as Moses' table (source string, then target string)."""
+    sources = [s.split() if isinstance(s, str) else list(s) for s in sources]
+    targets = [t.split() if isinstance(t, str) else list(t) for t in targets]
+    alignments = [list(a) for a in alignments]
+    w_e_f, w_f_e = lexical_probabilities(sources, targets, alignments)
+    variants: dict[tuple, dict[str, Fraction]] = {}
+    for rules in extract_corpus(sources, targets, alignments, options):
+        for rule in rules:
+            links = _links(rule.alignment)
+            src = rule.source.split()[:-1]
+            tgt = rule.target.split()[:-1]
+            pairing = tuple(sorted((s, t) for s, t in links if src[s] == NONTERMINAL))
+            key = (rule.source, rule.target, pairing)
+            by_alignment = variants.setdefault(key, {})
+            by_alignment[rule.alignment] = by_alignment.get(rule.alignment, Fraction(0)) + rule.count
+    c_f: dict[str, Fraction] = {}
+    c_e: dict[str, Fraction] = {}
+    for (source, target, _), by_alignment in variants.items():
+        total = sum(by_alignment.values(), Fraction(0))
+        c_f[source] = c_f.get(source, Fraction(0)) + total
+        c_e[target] = c_e.get(target, Fraction(0)) + total
+    table = []
+    for (source, target, _), by_alignment in variants.items():
+        src = source.split()[:-1]
+        tgt = target.split()[:-1]
+
+        def best(by_target: bool) -> list[tuple[int, int]]:
+            size = len(tgt) if by_target else len(src)
+            candidates = [(count, _sets(_links(text), size, by_target), text)
+                          for text, count in by_alignment.items()]
+            return _links(max(candidates, key=lambda c: (c[0], c[1]))[2])
+
+        forward, inverse = best(True), best(False)
+        lex_ef = _lexical_weight(tgt, src, _sets(forward, len(tgt), True), w_e_f, True)
+        lex_fe = _lexical_weight(src, tgt, _sets(inverse, len(src), False), w_f_e, False)
+        written = " ".join(sorted({f"{s}-{t}" for s, t in forward}))
+        c_fe = sum(by_alignment.values(), Fraction(0))
+        table.append(ScoredRule(source, target, written,
+                                (float(c_fe / c_e[target]), lex_fe, float(c_fe / c_f[source]), lex_ef),
+                                (c_e[target], c_f[source], c_fe)))
+    table.sort(key=lambda r: ((r.source + " |||").encode(), (r.target + " |||").encode(), r.alignment))
+    return table
+
+
+def source_matches(source: str, sentence: Sequence[str]) -> bool:
+    """Whether a rule's source side (``"a [X][X] b [X]"``) matches some span of ``sentence``: its
+    words in order, each non-terminal over at least one word (Moses' ``filter-rule-table
+    hierarchical``)."""
+    symbols = source.split()[:-1]
+    n = len(sentence)
+
+    def match(k: int, p: int) -> bool:
+        if k == len(symbols):
+            return True
+        if symbols[k] == NONTERMINAL:
+            return any(match(k + 1, q) for q in range(p + 1, n + 1))
+        return p < n and sentence[p] == symbols[k] and match(k + 1, p + 1)
+
+    return any(match(0, start) for start in range(n))

@@ -97,7 +97,7 @@ class MinismtDevDecoder(DevDecoder):
     def __init__(self, model_dir: str, sentences: Sequence[str], settings: DecoderSettings | None = None,
                  executor: Executor | None = None, progress: bool = False, **options):
         self.settings = replace(settings or DecoderSettings(kbest=100), distinct=True, **options)
-        manifest = load_manifest(model_dir)
+        manifest = load_manifest(model_dir, kind="phrase")
         self.model_dir = model_dir
         self.sentences = list(sentences)
         self.space = FeatureSpace(manifest["features"])

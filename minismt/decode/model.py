@@ -85,7 +85,7 @@ class PhraseModel:
     def load(cls, model_dir: str | os.PathLike) -> "PhraseModel":
         """Read the model directory written by ``minismt train``."""
         model_dir = os.fspath(model_dir)
-        manifest = load_manifest(model_dir)
+        manifest = load_manifest(model_dir, kind="phrase")
         files = manifest["files"]
         for key in ("phrase_table", "lm_arpa"):
             if key not in files:

@@ -365,3 +365,180 @@ def float32_sums(group, weight, n_groups):
     for r in range(group.shape[0]):
         out[group[r]] = out[group[r]] + np.float32(weight[r])
     return out
+
+
+# ---- scoring (Moses ``score --Hierarchical`` + ``consolidate``) --------------------------------
+
+
+@njit(cache=True)
+def side_hash_step(h, symbol):
+    """One symbol more in a rule side's hash (:func:`side_hashes`); a non-terminal is ``-1``."""
+    if symbol < 0:
+        symbol = -1
+    return mix64(h ^ (np.uint64(symbol + 3) + _SEP))
+
+
+@njit(cache=True)
+def side_hash_end(h, length):
+    """The hash of a rule side of ``length`` symbols from its chain of :func:`side_hash_step`."""
+    return mix64(h ^ (np.uint64(length) + GOLDEN))
+
+
+@njit(cache=True, parallel=True)
+def side_hashes(syms, off):
+    """A 64-bit hash of each rule side as Moses' ``score`` compares it: a string in which every
+    non-terminal is the same ``[X][X]`` token (the co-indexing is not part of it).  Built left to
+    right (``GOLDEN``, a step per symbol, the length last), so that the source patterns of an input
+    sentence hash the same way as they are enumerated."""
+    n = off.shape[0] - 1
+    out = np.empty(n, dtype=np.uint64)
+    for r in prange(n):
+        h = GOLDEN
+        for q in range(off[r], off[r + 1]):
+            h = side_hash_step(h, syms[q])
+        out[r] = side_hash_end(h, off[r + 1] - off[r])
+    return out
+
+
+@njit(cache=True)
+def sides_match(group, rep, syms, off):
+    """True when every rule side r equals side ``rep[group[r]]`` with the non-terminals made one
+    token (no hash collision in :func:`side_hashes`)."""
+    for r in range(group.shape[0]):
+        b = rep[group[r]]
+        if off[r + 1] - off[r] != off[b + 1] - off[b]:
+            return False
+        for q in range(off[r + 1] - off[r]):
+            x = syms[off[r] + q]
+            y = syms[off[b] + q]
+            if x != y and not (x < 0 and y < 0):
+                return False
+    return True
+
+
+@njit(cache=True)
+def _position_sets(align, lo, hi, outer_col, sets):
+    """The alignment pairs ``align[lo:hi]`` as one bit set per position of column ``outer_col``
+    (0: source positions, 1: target positions) of the positions linked to it."""
+    sets[:] = 0
+    inner_col = 1 - outer_col
+    for q in range(lo, hi):
+        sets[align[q, outer_col]] |= np.uint64(1) << np.uint64(align[q, inner_col])
+
+
+@njit(cache=True)
+def _compare_sets(a, b):
+    """Compare two bit sets as C++ compares ``std::set<size_t>``: sorted elements in order, a
+    proper prefix first."""
+    diff = a ^ b
+    if diff == 0:
+        return 0
+    low = diff & (~diff + np.uint64(1))     # the lowest element in one set only
+    above = ~(low | (low - np.uint64(1)))   # the elements greater than it
+    if a & low:
+        return 1 if (b & above) == 0 else -1
+    return -1 if (a & above) == 0 else 1
+
+
+@njit(cache=True)
+def best_variants(rule_offsets, count, align, align_off, n_src, n_tgt):
+    """For each rule (its alignment variants ``rule_offsets[r]:rule_offsets[r+1]``, each with its
+    count) the variant Moses' ``ExtractionPhrasePair::FindBestAlignmentTargetToSource`` picks in the
+    direct table (compared target-to-source) and in the inverse table (source-to-target): the
+    highest count, ties to the greater alignment.  ``n_src``/``n_tgt``: symbols of each rule."""
+    n_rules = rule_offsets.shape[0] - 1
+    best_fwd = np.empty(n_rules, dtype=np.int64)
+    best_inv = np.empty(n_rules, dtype=np.int64)
+    sets_a = np.zeros(64, dtype=np.uint64)
+    sets_b = np.zeros(64, dtype=np.uint64)
+    for r in range(n_rules):
+        lo = rule_offsets[r]
+        for direction in range(2):
+            outer_col = 1 if direction == 0 else 0
+            n_outer = n_tgt[r] if direction == 0 else n_src[r]
+            best = lo
+            for v in range(lo + 1, rule_offsets[r + 1]):
+                if count[v] < count[best]:
+                    continue
+                if count[v] == count[best]:
+                    _position_sets(align, align_off[v], align_off[v + 1], outer_col, sets_a)
+                    _position_sets(align, align_off[best], align_off[best + 1], outer_col, sets_b)
+                    c = 0
+                    for o in range(n_outer):
+                        c = _compare_sets(sets_a[o], sets_b[o])
+                        if c != 0:
+                            break
+                    if c <= 0:
+                        continue
+                best = v
+            if direction == 0:
+                best_fwd[r] = best
+            else:
+                best_inv[r] = best
+    return best_fwd, best_inv
+
+
+@njit(cache=True)
+def _lookup(keys, values, key):
+    """``values`` at ``key`` in the sorted ``keys``; 1.0 when absent (Moses' permissive lookup)."""
+    pos = np.searchsorted(keys, key)
+    if pos < keys.shape[0] and keys[pos] == key:
+        return values[pos]
+    return 1.0
+
+
+@njit(cache=True)
+def _lexical_weight(outer_syms, o0, n_outer, inner_syms, i0, sets, lex_keys, values, stride,
+                    null_id, outer_is_target):
+    """One direction of Moses' ``computeLexicalTranslation``: the product over the outer symbols
+    of the mean table value over their linked inner symbols (``sets``), the NULL entry for an
+    unlinked word; a non-terminal pair and a pair missing from the table count 1."""
+    score = 1.0
+    for o in range(n_outer):
+        x = outer_syms[o0 + o]
+        bits = sets[o]
+        if bits == 0:
+            key = np.int64(null_id) * stride + x if outer_is_target else np.int64(x) * stride + null_id
+            score *= _lookup(lex_keys, values, key)
+            continue
+        total = 0.0
+        linked = 0
+        for i in range(64):
+            if bits >> np.uint64(i) & np.uint64(1):
+                y = inner_syms[i0 + i]
+                if x >= 0 and y >= 0:
+                    key = np.int64(y) * stride + x if outer_is_target else np.int64(x) * stride + y
+                    total += _lookup(lex_keys, values, key)
+                else:
+                    total += 1.0
+                linked += 1
+        score *= total / linked
+    return score
+
+
+@njit(cache=True)
+def lexical_weights(src_syms, src_off, tgt_syms, tgt_off, align, align_off, variant_fwd,
+                    variant_inv, lex_keys, w_e_given_f, w_f_given_e, n_src_words, n_tgt_words):
+    """lex(e|f) and lex(f|e) of each rule (Koehn, Och & Marcu 2003 over the rule's symbols, as
+    Moses' ``computeLexicalTranslation`` with ``--Hierarchical``): the product over the target
+    symbols (source symbols for lex(f|e)) of the mean ``w`` over the linked symbols, ``w(.|NULL)``
+    for an unlinked word; a non-terminal pair and a pair missing from the table count 1.  Rule r
+    uses the alignment of variant ``variant_fwd[r]`` for lex(e|f), ``variant_inv[r]`` for
+    lex(f|e).  The table is keyed ``f * (n_tgt_words + 1) + e`` with NULL as id ``n_*_words``."""
+    n = src_off.shape[0] - 1
+    lex_ef = np.empty(n, dtype=np.float64)
+    lex_fe = np.empty(n, dtype=np.float64)
+    stride = np.int64(n_tgt_words + 1)
+    sets = np.zeros(64, dtype=np.uint64)
+    for r in range(n):
+        n_src = src_off[r + 1] - src_off[r]
+        n_tgt = tgt_off[r + 1] - tgt_off[r]
+        v = variant_fwd[r]
+        _position_sets(align, align_off[v], align_off[v + 1], 1, sets)
+        lex_ef[r] = _lexical_weight(tgt_syms, tgt_off[r], n_tgt, src_syms, src_off[r], sets,
+                                    lex_keys, w_e_given_f, stride, n_src_words, True)
+        v = variant_inv[r]
+        _position_sets(align, align_off[v], align_off[v + 1], 0, sets)
+        lex_fe[r] = _lexical_weight(src_syms, src_off[r], n_src, tgt_syms, tgt_off[r], sets,
+                                    lex_keys, w_f_given_e, stride, n_tgt_words, False)
+    return lex_ef, lex_fe

@@ -39,6 +39,7 @@ from minismt.corpus import Alignment, TokenArray, Vocabulary
 from minismt.errors import InputError
 from minismt.extract import _hiero_kernels as _k
 from minismt.extract.extraction import link_sentences
+from minismt.extract.phrase_table import take_ranges
 
 NONTERMINAL = "[X][X]"
 LHS = "[X]"
@@ -117,6 +118,15 @@ class HieroRules:
 
     def __len__(self) -> int:
         return int(self.count.shape[0])
+
+    def select(self, rows: np.ndarray) -> "HieroRules":
+        """The corpus-level rules ``rows`` (``first`` and ``n_occurrences`` kept)."""
+        rows = np.asarray(rows, dtype=np.int64)
+        src, src_off = take_ranges(self.src_syms, self.src_off, rows)
+        tgt, tgt_off = take_ranges(self.tgt_syms, self.tgt_off, rows)
+        align, align_off = take_ranges(self.align, self.align_off, rows)
+        return HieroRules(src, src_off, tgt, tgt_off, align, align_off, self.count[rows], None,
+                          None, self.first[rows], self.n_occurrences[rows])
 
     def sides(self, i: int, src_vocab: Vocabulary, tgt_vocab: Vocabulary) -> tuple[str, str, str]:
         """Rule ``i`` as Moses' strings: source side, target side, ``s-t`` alignment."""
@@ -202,21 +212,48 @@ def extract_hiero(src: TokenArray, tgt: TokenArray, alignment: Alignment,
     return HieroOccurrences(rec, weight, *rendered)
 
 
-def _take(values: np.ndarray, offsets: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    lengths = offsets[rows + 1] - offsets[rows]
-    new_offsets = np.zeros(rows.shape[0] + 1, dtype=np.int64)
-    np.cumsum(lengths, out=new_offsets[1:])
-    index = np.repeat(offsets[rows] - new_offsets[:-1], lengths) + np.arange(new_offsets[-1])
-    return values[index], new_offsets
-
-
 def aggregate_rules(occ: HieroOccurrences, per_sentence: bool = False) -> HieroRules:
     """The distinct rules of ``occ`` with summed counts, in order of first extraction.
 
     ``per_sentence``: one rule per (sentence pair, rule), as Moses' extract file has them, with
     Moses' float32 sums in extraction order too; else one per rule over the corpus."""
-    hashes = _k.occurrence_hashes(occ.src_syms, occ.src_off, occ.tgt_syms, occ.tgt_off, occ.align,
-                                  occ.align_off, np.ascontiguousarray(occ.sent), per_sentence)
+    rules, _ = _aggregate(occ.src_syms, occ.src_off, occ.tgt_syms, occ.tgt_off, occ.align,
+                          occ.align_off, occ.weight, np.ascontiguousarray(occ.sent), per_sentence)
+    return rules
+
+
+def merge_rules(parts: list[HieroRules]) -> HieroRules:
+    """The corpus-level rules of several :class:`HieroRules` (say, of consecutive chunks of a
+    corpus), identical rules summed; ``first`` and ``n_occurrences`` refer to the rows of the
+    concatenated parts."""
+    parts = [p for p in parts if len(p)] or parts[:1]
+    if not parts:
+        raise ValueError("no rules to merge")
+    src_syms, src_off = _concatenate([(p.src_syms, p.src_off) for p in parts])
+    tgt_syms, tgt_off = _concatenate([(p.tgt_syms, p.tgt_off) for p in parts])
+    align, align_off = _concatenate([(p.align, p.align_off) for p in parts])
+    count = np.concatenate([p.count for p in parts])
+    merged, group = _aggregate(src_syms, src_off, tgt_syms, tgt_off, align, align_off, count,
+                               np.zeros(count.shape[0], dtype=np.int32), False)
+    n_occ = np.concatenate([p.n_occurrences for p in parts])
+    merged.n_occurrences = np.bincount(group, weights=n_occ, minlength=len(merged)).astype(np.int64)
+    return merged
+
+
+def _concatenate(pieces: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+    values = np.concatenate([v for v, _ in pieces])
+    lengths = np.concatenate([np.diff(o) for _, o in pieces])
+    offsets = np.zeros(lengths.shape[0] + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    return values, offsets
+
+
+def _aggregate(src_syms, src_off, tgt_syms, tgt_off, align, align_off, weight, sent,
+               per_sentence: bool) -> tuple[HieroRules, np.ndarray]:
+    """Distinct rules of the rows (occurrences or rules) with their weights summed, and the rule
+    of each row."""
+    hashes = _k.occurrence_hashes(src_syms, src_off, tgt_syms, tgt_off, align, align_off, sent,
+                                  per_sentence)
     _, first, inverse = np.unique(hashes, return_index=True, return_inverse=True)
     inverse = inverse.reshape(-1)
     # renumber the groups by first occurrence
@@ -225,16 +262,15 @@ def aggregate_rules(occ: HieroOccurrences, per_sentence: bool = False) -> HieroR
     rank[by_first] = np.arange(by_first.shape[0])
     group = rank[inverse].astype(np.int64)
     first = first[by_first].astype(np.int64)
-    if not _k.groups_match(group, first, occ.src_syms, occ.src_off, occ.tgt_syms, occ.tgt_off,
-                           occ.align, occ.align_off):
+    if not _k.groups_match(group, first, src_syms, src_off, tgt_syms, tgt_off, align, align_off):
         raise RuntimeError("64-bit hash collision between two Hiero rules")
     n = first.shape[0]
-    count = np.bincount(group, weights=occ.weight, minlength=n)
+    count = np.bincount(group, weights=weight, minlength=n)
     n_occ = np.bincount(group, minlength=n)
-    moses = _k.float32_sums(group, occ.weight, n) if per_sentence else None
-    src_syms, src_off = _take(occ.src_syms, occ.src_off, first)
-    tgt_syms, tgt_off = _take(occ.tgt_syms, occ.tgt_off, first)
-    align, align_off = _take(occ.align, occ.align_off, first)
-    sentence = occ.sent[first].copy() if per_sentence else None
-    return HieroRules(src_syms, src_off, tgt_syms, tgt_off, align, align_off, count, moses,
-                      sentence, first, n_occ)
+    moses = _k.float32_sums(group, weight, n) if per_sentence else None
+    new_src, new_src_off = take_ranges(src_syms, src_off, first)
+    new_tgt, new_tgt_off = take_ranges(tgt_syms, tgt_off, first)
+    new_align, new_align_off = take_ranges(align, align_off, first)
+    sentence = sent[first].copy() if per_sentence else None
+    return HieroRules(new_src, new_src_off, new_tgt, new_tgt_off, new_align, new_align_off, count,
+                      moses, sentence, first, n_occ), group

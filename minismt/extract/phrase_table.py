@@ -81,14 +81,14 @@ def limit_rows(row_offsets: np.ndarray, p_e_given_f: np.ndarray, table_limit: in
     return np.sort(order[rank < table_limit])
 
 
-def _words_to_array(words: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+def words_to_array(words: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
     encoded = [w.encode("utf-8") for w in words]
     offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
     np.cumsum([len(b) for b in encoded], out=offsets[1:])
     return np.frombuffer(b"".join(encoded), dtype=np.uint8).copy(), offsets
 
 
-def _array_to_words(data: np.ndarray, offsets: np.ndarray) -> list[str]:
+def array_to_words(data: np.ndarray, offsets: np.ndarray) -> list[str]:
     raw = data.tobytes()
     bounds = offsets.tolist()
     return [raw[a:b].decode("utf-8") for a, b in zip(bounds[:-1], bounds[1:])]
@@ -292,8 +292,8 @@ class PhraseTable:
     # ---- binary form -------------------------------------------------------------------
     def save(self, path: str | os.PathLike) -> None:
         """Write the ``.npz`` described in the module docstring (atomically)."""
-        src_utf8, src_vocab_offsets = _words_to_array(self.src_vocab.words)
-        tgt_utf8, tgt_vocab_offsets = _words_to_array(self.tgt_vocab.words)
+        src_utf8, src_vocab_offsets = words_to_array(self.src_vocab.words)
+        tgt_utf8, tgt_vocab_offsets = words_to_array(self.tgt_vocab.words)
         arrays = dict(format=np.array(FORMAT), version=np.array(VERSION, dtype=np.int64),
                       src_vocab_utf8=src_utf8, src_vocab_offsets=src_vocab_offsets,
                       tgt_vocab_utf8=tgt_utf8, tgt_vocab_offsets=tgt_vocab_offsets,
@@ -318,8 +318,8 @@ class PhraseTable:
             if int(arrays["version"]) != VERSION:
                 raise InputError(f"phrase table format version {int(arrays['version'])}", path,
                                  expected=f"version {VERSION}")
-            src_vocab = Vocabulary(_array_to_words(arrays["src_vocab_utf8"], arrays["src_vocab_offsets"]))
-            tgt_vocab = Vocabulary(_array_to_words(arrays["tgt_vocab_utf8"], arrays["tgt_vocab_offsets"]))
+            src_vocab = Vocabulary(array_to_words(arrays["src_vocab_utf8"], arrays["src_vocab_offsets"]))
+            tgt_vocab = Vocabulary(array_to_words(arrays["tgt_vocab_utf8"], arrays["tgt_vocab_offsets"]))
             return cls(src_vocab, tgt_vocab, arrays["src_words"], arrays["src_offsets"],
                        arrays["row_offsets"], arrays["tgt_words"], arrays["tgt_offsets"],
                        arrays["scores"], arrays["counts"], arrays["align_links"],

@@ -1,0 +1,81 @@
+"""Hiero grammar training on Multi30k de-en (29,000 pairs): ``minismt train --hiero`` with grammars
+for val and test_2016, against Moses' ``train-model.perl -hierarchical`` on the same alignment.
+
+The corpus is prepared first (sacremoses tokenisation + lowercasing), outside the timing. The
+alignment is ``--aligner hmm``, the one the Moses anchor used (../shared/fixtures/moses/m30k-hiero:
+374,641 links), so that the rule counts can be compared: Moses extracted 7,568,447 rules (791,080
+with no non-terminal, 4,144,933 with one, 2,632,434 with two) in 605 s (extract-rules + score +
+consolidate, 2 cores) and filtered them to 1,210,649 for test_2016 in 36 s.  Goal: extraction,
+scoring and the dev and test grammars in at most half of Moses' 641 s (<= 320 s), peak memory
+<= 4 GB.  Reports each step's seconds (the ``hiero`` step split into its stages), the rule counts
+next to Moses', the grammar files' sizes and the peak resident memory of the process.
+"""
+
+from __future__ import annotations
+
+import resource
+import tempfile
+import time
+from pathlib import Path
+
+MULTI30K = Path(__file__).resolve().parents[2] / "shared" / "corpora" / "multi30k"
+MOSES = {"seconds_extract_score": 605.0, "seconds_filter_test": 36.2, "rules_total": 7_568_447,
+         "rules_by_nonterminals": [791_080, 4_144_933, 2_632_434], "rules_test": 1_210_649,
+         "alignment_links": 374_641}
+GOAL_SECONDS = 320.0
+GOAL_PEAK_GB = 4.0
+
+
+def run(quick: bool = False) -> dict:
+    from corpora.fetch import fetch
+    from minismt.train import Trainer, TrainingConfig
+    with tempfile.TemporaryDirectory() as tmp:
+        data = Path(tmp) / "data"
+        fetch("multi30k-de-en", data, from_dir=MULTI30K, progress=False,
+              max_train=3000 if quick else None)
+        config = TrainingConfig(src=str(data / "train.src"), tgt=str(data / "train.tgt"),
+                                out=str(Path(tmp) / "model"), lm_order=4, aligner="hmm",
+                                model="hiero", progress=False,
+                                grammar_inputs=(str(data / "dev.src"), str(data / "test.src")))
+        started = time.perf_counter()
+        trainer = Trainer(config)
+        trainer.run()
+        wall = time.perf_counter() - started
+        model = Path(tmp) / "model"
+        sizes = {str(p.relative_to(model)): p.stat().st_size
+                 for p in sorted(model.glob("grammars/*/*")) if p.is_file()}
+    steps = {name: {"seconds": r.seconds, "peak_rss_mb": r.peak_rss_mb}
+             for name, r in trainer.records.items()}
+    report = trainer.records["hiero"].info
+    stages = report["stage_seconds"]
+    ours_seconds = trainer.records["hiero"].seconds
+    moses_seconds = MOSES["seconds_extract_score"] + MOSES["seconds_filter_test"]
+    peak_gb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 ** 2
+    links = trainer.records["align"].info["links"]
+    result = {
+        "corpus": "multi30k de-en" + (" (first 3,000 pairs)" if quick else ""),
+        "aligner": "hmm", "alignment_links": links,
+        "same_alignment_as_moses": links == MOSES["alignment_links"],
+        "wall_seconds": round(wall, 1),
+        "steps": steps,
+        "hiero_stage_seconds": stages,
+        "hiero_seconds": ours_seconds,
+        "moses_seconds": moses_seconds,
+        "speedup_vs_moses": round(moses_seconds / ours_seconds, 2),
+        "goal_seconds": GOAL_SECONDS,
+        "goal_met_seconds": ours_seconds <= GOAL_SECONDS,
+        "peak_rss_gb": round(peak_gb, 2),
+        "goal_peak_gb": GOAL_PEAK_GB,
+        "goal_met_memory": peak_gb <= GOAL_PEAK_GB,
+        "rule_occurrences": report["occurrences"],
+        "rules": report["rules"],
+        "grammar_file_bytes": sizes,
+        "moses": MOSES,
+    }
+    result["rules_total"] = report["rules_total"]
+    result["rules_by_nonterminals"] = report["rules_by_nonterminals"]
+    result["rule_counts_equal_moses"] = (
+        links == MOSES["alignment_links"] and report["rules_total"] == MOSES["rules_total"]
+        and report["rules_by_nonterminals"] == MOSES["rules_by_nonterminals"]
+        and report["rules"].get("test") == MOSES["rules_test"])
+    return result
