@@ -20,6 +20,47 @@ from minismt.errors import InputError
 from minismt.io import atomic_write, iter_lines
 
 
+# ---- sparse feature names ------------------------------------------------------------------
+# A sparse name is ``Label_<text>`` where the text holds a ``~`` (so it never looks like a dense
+# ``Label_i``); words inside it are escaped so that every name round-trips through Moses n-best
+# lists, cdec JSON forests and k-best lists, and moses.ini / minismt / cdec weights files.
+
+_SPECIAL = set("%_,~=#|:")
+
+
+def escape_word(word: str) -> str:
+    """``word`` with ``% _ , ~ = # | :`` and control characters (and whitespace) as ``%XX``."""
+    if not any(c in _SPECIAL or c <= " " or c == "\x7f" or c.isspace() for c in word):
+        return word
+    out = []
+    for c in word:
+        if c in _SPECIAL or c <= " " or c == "\x7f" or c.isspace():
+            out.extend(f"%{b:02X}" for b in c.encode("utf-8"))
+        else:
+            out.append(c)
+    return "".join(out)
+
+
+def unescape_word(text: str) -> str:
+    """The word :func:`escape_word` escaped."""
+    if "%" not in text:
+        return text
+    data = bytearray()
+    i = 0
+    while i < len(text):
+        if text[i] == "%" and _is_hex(text[i + 1:i + 3]):
+            data.append(int(text[i + 1:i + 3], 16))
+            i += 3
+        else:
+            data.extend(text[i].encode("utf-8"))
+            i += 1
+    return data.decode("utf-8")
+
+
+def _is_hex(text: str) -> bool:
+    return len(text) == 2 and all(c in "0123456789ABCDEFabcdef" for c in text)
+
+
 class FeatureSpace:
     """Feature names and their indices: dense names first, then sparse, growing.
 

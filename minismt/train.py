@@ -247,6 +247,7 @@ class Trainer:
         """Hiero rules (Chiang 2007, as Moses' extract-rules + score + consolidate), filtered to each
         input set: ``grammars/NAME/{input.txt, grammar.npz, rule-table.gz}`` and the glue grammar."""
         from minismt.extract.hiero import DEFAULT_HIERO_OPTIONS
+        from minismt.extract.hiero_grammar import FORMAT, VERSION
         c = self.config
         outputs = ["model/glue-grammar"]
         for name in self.grammar_names:
@@ -255,7 +256,8 @@ class Trainer:
         key = {"corpus": self._outputs_key("prepare"), "align": self._outputs_key("align"),
                "inputs": {name: file_sha256(path)
                           for name, path in zip(self.grammar_names, c.grammar_inputs)},
-               "options": asdict(DEFAULT_HIERO_OPTIONS)}
+               "options": asdict(DEFAULT_HIERO_OPTIONS), "grammar_format": [FORMAT, VERSION],
+               "tokenize": c.tokenize, "lowercase": c.lowercase}
 
         def run():
             from minismt.extract.hiero_grammar import build_grammars, write_glue_grammar
@@ -281,6 +283,31 @@ class Trainer:
                     "stage_seconds": info["seconds"]}
 
         return self._step("hiero", key, outputs, run)
+
+    def cdec(self) -> StepRecord:
+        """cdec's files for each grammar (``grammars/NAME/cdec/``: grammar cut to Moses' table limit
+        under the default weights, Moses-style glue, cdec.ini, weights, input with <s> </s>)."""
+        outputs = [f"grammars/{name}/cdec/{f}" for name in self.grammar_names
+                   for f in ("grammar.gz", "glue", "cdec.ini", "weights", "input.txt")]
+        lm_file = f"lm/lm.{self.config.lm_order}.arpa"
+        key = {"hiero": self._outputs_key("hiero"), "lm": self._outputs_key("lm"),
+               "weights": HIERO_DEFAULT_WEIGHTS, "folder": self.out}
+
+        def run():
+            from minismt.extract.hiero_export import write_cdec_files
+            from minismt.extract.hiero_grammar import HieroGrammar
+            from minismt.lm import LanguageModel
+            lm = LanguageModel.from_arpa(self.path(lm_file))
+            rules = {}
+            for name in self.grammar_names:
+                grammar = HieroGrammar.load(self.path("grammars", name, "grammar.npz"))
+                info = write_cdec_files(grammar, read_lines(self.path("grammars", name, "input.txt")),
+                                        self.path("grammars", name, "cdec"), self.path(lm_file),
+                                        HIERO_DEFAULT_WEIGHTS, lm)
+                rules[name] = info["rules"]
+            return {"rules_after_table_limit": rules}
+
+        return self._step("cdec", key, outputs, run)
 
     def lm(self) -> StepRecord:
         c = self.config
@@ -328,6 +355,7 @@ class Trainer:
         if self.config.model == "hiero":
             self.hiero()
             self.lm()
+            self.cdec()
             self._finish_hiero()
         else:
             self.extract()
@@ -368,6 +396,10 @@ class Trainer:
                 with atomic_write(self.path("grammars", name, "moses.ini")) as out:
                     out.write(moses_chart_ini(self.out, self.manifest, name))
                 entry["moses_ini"] = f"grammars/{name}/moses.ini"
+        for name, entry in self.manifest["grammars"].items():
+            entry.update({"cdec_ini": f"grammars/{name}/cdec/cdec.ini",
+                          "cdec_weights": f"grammars/{name}/cdec/weights",
+                          "cdec_input": f"grammars/{name}/cdec/input.txt"})
 
     def _finish_phrase(self) -> None:
         self.manifest["model"] = "phrase"

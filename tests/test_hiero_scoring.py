@@ -146,11 +146,22 @@ def _moses_rule_table(folder: Path, corpus, lexical_prefix) -> list[str]:
     return (folder / "rule-table").read_text(encoding="utf-8").splitlines()
 
 
-@pytest.mark.parametrize("seed", range(25))
+# rules that differ only in how their non-terminals pair ("p [X] q [X] r" -> "P [X] Q [X] R",
+# straight and crossed): Moses orders them by their first line in its sorted extract file
+TWINS = (["p a b q c d r".split()] * 3,
+         ["P C D Q A B R".split(), "P A B Q C D R".split(), "P A B Q C D R".split()],
+         [[(0, 0), (1, 4), (2, 5), (3, 3), (4, 1), (5, 2), (6, 6)], [(i, i) for i in range(7)],
+          [(i, i) for i in range(7) if i != 3]])
+
+
+@pytest.mark.parametrize("seed", list(range(25)) + ["twins"])
 def test_rule_table_matches_moses(tmp_path, seed):
     from minismt.extract.extraction import train_lexical_table
-    rng = np.random.default_rng(500 + seed)
-    corpus = _random_corpus(rng, int(rng.integers(1, 8)), 12)
+    if seed == "twins":
+        corpus = TWINS
+    else:
+        rng = np.random.default_rng(500 + seed)
+        corpus = _random_corpus(rng, int(rng.integers(1, 8)), 12)
     src, tgt, alignment, src_vocab, tgt_vocab = _encode(*corpus)
     lexical = train_lexical_table(src, tgt, alignment, src_vocab, tgt_vocab)
     moses = _moses_rule_table(tmp_path / "moses", corpus,
@@ -159,6 +170,9 @@ def test_rule_table_matches_moses(tmp_path, seed):
     ours = _table_lines(grammars["all"], tmp_path)
     theirs = [line.split(" ||| ") for line in moses]
     assert [f[:2] + f[3:4] + f[5:] for f in ours] == [f[:2] + f[3:4] + f[5:] for f in theirs]
+    if seed == "twins":
+        assert sum(f[0] == "p [X][X] q [X][X] r [X]" and f[1] == "P [X][X] Q [X][X] R [X]"
+                   for f in ours) == 2
     for mine, moses_fields in zip(ours, theirs):
         for k in (2, 4):
             np.testing.assert_allclose(_numbers(mine[k]), _numbers(moses_fields[k]), rtol=2e-5)
@@ -283,3 +297,44 @@ def test_bad_input(tmp_path):
     (tmp_path / "other.npz").write_bytes(b"not a zip")
     with pytest.raises(InputError):
         HieroGrammar.load(tmp_path / "other.npz")
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_sentence_matches_records_every_split(seed):
+    """The chart decoder's view of the filter: for each source side of a grammar, every span of at
+    most max_span words it matches and every way its non-terminals split that span."""
+    from minismt.extract import _grammar_kernels
+    from minismt.extract.hiero_table import side_hashes
+    rng = np.random.default_rng(100 + seed)
+    src, tgt, alignment, src_vocab, tgt_vocab = _encode(*_random_corpus(rng, 5, 10))
+    table = build_grammars(src, tgt, alignment, src_vocab, tgt_vocab, None)[0]["all"].table
+    sentence = list(rng.choice(WORDS_SRC + ["q"], size=int(rng.integers(1, 9))))
+    words = np.array([src_vocab.get(w) for w in sentence], dtype=np.int32)
+    max_span = int(rng.integers(2, 7))
+    hashes, spans, count = _grammar_kernels.sentence_matches(
+        words, 5, 2, False, max_span, np.empty(16, dtype=np.uint64), np.empty((16, 6), dtype=np.int32), True)
+    found = {(int(h), tuple(int(x) for x in row)) for h, row in zip(hashes[:count], spans[:count])}
+    assert len(found) == count                       # no match listed twice
+    side_hash = side_hashes(table.src_syms, table.src_off)
+    expected = set()
+    for r in range(len(table)):
+        symbols = table.src_syms[table.src_off[r]:table.src_off[r + 1]].tolist()
+        n = len(sentence)
+
+        def splits(k: int, p: int, nts: tuple):
+            if k == len(symbols):
+                yield p, nts
+                return
+            if symbols[k] < 0:
+                for q in range(p + 1, n + 1):
+                    yield from splits(k + 1, q, nts + (p, q))
+            elif p < n and words[p] == symbols[k]:
+                yield from splits(k + 1, p + 1, nts)
+
+        for start in range(n):
+            for end, nts in splits(0, start, ()):
+                if end - start <= max_span:
+                    expected.add((int(side_hash[r]), (start, end) + nts + (-1,) * (4 - len(nts))))
+    assert expected <= found
+    table_hashes = set(side_hash.tolist())
+    assert {m for m in found if m[0] in table_hashes} == expected

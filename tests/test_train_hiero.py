@@ -99,7 +99,8 @@ def test_unchanged_steps_are_not_redone(hiero_model, synthetic, capsys):
                  str(synthetic / "dev.src"), "--grammar-for", str(synthetic / "test.src"),
                  "--quiet"]) == 0
     printed = capsys.readouterr().out
-    assert all(re.search(rf"^{step}\s+cached$", printed, re.M) for step in ("prepare", "align", "hiero", "lm"))
+    assert all(re.search(rf"^{step}\s+cached$", printed, re.M)
+               for step in ("prepare", "align", "hiero", "lm", "cdec"))
 
 
 def test_user_errors(hiero_model, synthetic, tmp_path, capsys):
@@ -118,3 +119,32 @@ def test_user_errors(hiero_model, synthetic, tmp_path, capsys):
     assert "chart decoder" in capsys.readouterr().err
     with pytest.raises(InputError, match="Hiero model"):
         load_manifest(hiero_model, kind="phrase")
+
+
+def test_cdec_files_decode_as_moses_with_the_default_weights(hiero_model):
+    """grammars/NAME/cdec/: cdec's grammar (Moses' table limit under the default weights), glue,
+    cdec.ini, weights and input; the real cdec decodes the synthetic test set to the real Moses
+    chart decoder's translations (untuned weights, pop limit 200) for almost every sentence."""
+    manifest = load_manifest(hiero_model)
+    entry = manifest["grammars"]["test"]
+    for key in ("cdec_ini", "cdec_weights", "cdec_input"):
+        assert (hiero_model / entry[key]).is_file(), key
+    ini = (hiero_model / entry["cdec_ini"]).read_text()
+    grammar = re.search(r"^grammar=(\S+)$", ini, re.M).group(1)
+    assert Path(grammar).is_absolute() and Path(grammar).is_file()
+    assert manifest["steps"]["cdec"]["info"]["rules_after_table_limit"]["test"] <= entry["rules"]
+    cdec, moses = shared_path("tools", "cdec", "cdec"), shared_path("tools", "moses", "bin", "moses")
+    if not (cdec.is_file() and moses.is_file()):
+        pytest.skip("the real cdec or Moses is missing")
+    done = subprocess.run([str(cdec), "-c", str(hiero_model / entry["cdec_ini"]), "-w",
+                           str(hiero_model / entry["cdec_weights"]), "-i",
+                           str(hiero_model / entry["cdec_input"])], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    ours = [line.removeprefix("<s>").removesuffix("</s>").strip() for line in done.stdout.splitlines()]
+    done = subprocess.run([str(moses), "-f", str(hiero_model / entry["moses_ini"]), "-i",
+                           str(hiero_model / entry["input"]), "-threads", "1", "-cube-pruning-pop-limit", "200"],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    theirs = [line.strip() for line in done.stdout.splitlines()]
+    assert len(ours) == len(theirs) == len(read_lines(hiero_model / entry["input"]))
+    assert sum(a == b for a, b in zip(ours, theirs)) >= 0.95 * len(theirs)

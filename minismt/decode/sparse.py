@@ -47,46 +47,10 @@ import numpy as np
 
 from minismt.decode.model import FEATURE_NAMES
 from minismt.errors import InputError, finite_number
-from minismt.features import FeatureSpace
+from minismt.features import FeatureSpace, escape_word, unescape_word
 
 LABELS = {"rule-id": "RuleId", "word-pair": "WordPair"}
 _FAMILY_OF_LABEL = {label: family for family, label in LABELS.items()}
-
-_SPECIAL = set("%_,~=#|:")
-
-
-def escape_word(word: str) -> str:
-    """``word`` with ``% _ , ~ = # | :`` and control characters (and whitespace) as ``%XX``."""
-    if not any(c in _SPECIAL or c <= " " or c == "\x7f" or c.isspace() for c in word):
-        return word
-    out = []
-    for c in word:
-        if c in _SPECIAL or c <= " " or c == "\x7f" or c.isspace():
-            out.extend(f"%{b:02X}" for b in c.encode("utf-8"))
-        else:
-            out.append(c)
-    return "".join(out)
-
-
-def unescape_word(text: str) -> str:
-    """The word :func:`escape_word` escaped."""
-    if "%" not in text:
-        return text
-    data = bytearray()
-    i = 0
-    while i < len(text):
-        if text[i] == "%" and _is_hex(text[i + 1:i + 3]):
-            data.append(int(text[i + 1:i + 3], 16))
-            i += 3
-        else:
-            data.extend(text[i].encode("utf-8"))
-            i += 1
-    return data.decode("utf-8")
-
-
-def _is_hex(text: str) -> bool:
-    return len(text) == 2 and all(c in "0123456789ABCDEFabcdef" for c in text)
-
 
 def rule_id_name(source: Sequence[str], target: Sequence[str]) -> str:
     """``RuleId_<source words>~<target words>`` (words escaped, joined by ``,``)."""

@@ -14,14 +14,19 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from minismt._primitives import GOLDEN, grow
+from minismt._primitives import GOLDEN, grow, grow_rows
 from minismt.extract._hiero_kernels import side_hash_end, side_hash_step
 
 
 @njit(cache=True)
-def _sentence_patterns(words, max_symbols, max_nonterm, consecutive_nonterm, out):
-    """The hashes of the source sides matching ``words`` (unknown words are negative and match
-    nothing), with repeats; returns the buffer and how many were written."""
+def sentence_matches(words, max_symbols, max_nonterm, consecutive_nonterm, max_span, out, spans,
+                     record_spans):
+    """Every way a source side can match a span of ``words`` (unknown words are negative and
+    match nothing): the side's hash into ``out`` and, when ``record_spans``, the span and the
+    non-terminals' sub-spans into ``spans`` (``int32`` rows ``start, end, nt1 start, nt1 end,
+    nt2 start, nt2 end``, -1 for an absent non-terminal).  A span covers at most ``max_span``
+    words.  One entry per match (a side matches a span in as many ways as its non-terminals can
+    split it); returns the buffers and the number of entries."""
     n = words.shape[0]
     depth_cap = max_symbols + 1
     pos = np.zeros(depth_cap, dtype=np.int64)
@@ -30,6 +35,7 @@ def _sentence_patterns(words, max_symbols, max_nonterm, consecutive_nonterm, out
     has_t = np.zeros(depth_cap, dtype=np.bool_)
     h = np.zeros(depth_cap, dtype=np.uint64)
     choice = np.zeros(depth_cap, dtype=np.int64)
+    nts = np.full((depth_cap, 4), -1, dtype=np.int64)
     count = 0
     for start in range(n):
         pos[0] = start
@@ -38,6 +44,7 @@ def _sentence_patterns(words, max_symbols, max_nonterm, consecutive_nonterm, out
         has_t[0] = False
         h[0] = GOLDEN
         choice[0] = 0
+        nts[0, :] = -1
         d = 0
         while d >= 0:
             if d == max_symbols:
@@ -47,7 +54,7 @@ def _sentence_patterns(words, max_symbols, max_nonterm, consecutive_nonterm, out
             choice[d] += 1
             p = pos[d]
             if c == 0:             # a terminal
-                if p >= n or words[p] < 0:
+                if p >= n or words[p] < 0 or p + 1 - start > max_span:
                     continue
                 nxt = d + 1
                 pos[nxt] = p + 1
@@ -55,8 +62,10 @@ def _sentence_patterns(words, max_symbols, max_nonterm, consecutive_nonterm, out
                 last_nt[nxt] = False
                 has_t[nxt] = True
                 h[nxt] = side_hash_step(h[d], words[p])
+                nts[nxt, :] = nts[d, :]
             else:                  # a non-terminal over c words
-                if p + c > n or n_nt[d] >= max_nonterm or (last_nt[d] and not consecutive_nonterm):
+                if p + c > n or p + c - start > max_span or n_nt[d] >= max_nonterm or \
+                        (last_nt[d] and not consecutive_nonterm):
                     d -= 1
                     continue
                 nxt = d + 1
@@ -65,13 +74,22 @@ def _sentence_patterns(words, max_symbols, max_nonterm, consecutive_nonterm, out
                 last_nt[nxt] = True
                 has_t[nxt] = has_t[d]
                 h[nxt] = side_hash_step(h[d], -1)
+                nts[nxt, :] = nts[d, :]
+                nts[nxt, 2 * n_nt[d]] = p
+                nts[nxt, 2 * n_nt[d] + 1] = p + c
             choice[nxt] = 0
             if has_t[nxt]:
                 out = grow(out, count + 1)
                 out[count] = side_hash_end(h[nxt], nxt)
+                if record_spans:
+                    spans = grow_rows(spans, count + 1)
+                    spans[count, 0] = start
+                    spans[count, 1] = pos[nxt]
+                    for k in range(4):
+                        spans[count, 2 + k] = nts[nxt, k]
                 count += 1
             d = nxt
-    return out, count
+    return out, spans, count
 
 
 @njit(cache=True)
@@ -83,10 +101,13 @@ def source_patterns(ids, offsets, max_symbols, max_nonterm, consecutive_nonterm)
     sent_out = np.empty(1024, dtype=np.int64)
     hash_out = np.empty(1024, dtype=np.uint64)
     buffer = np.empty(1024, dtype=np.uint64)
+    no_spans = np.empty((0, 6), dtype=np.int32)
     total = 0
     for s in range(n_sent):
-        buffer, count = _sentence_patterns(ids[offsets[s]:offsets[s + 1]], max_symbols,
-                                           max_nonterm, consecutive_nonterm, buffer)
+        words = ids[offsets[s]:offsets[s + 1]]
+        buffer, no_spans, count = sentence_matches(words, max_symbols, max_nonterm,
+                                                   consecutive_nonterm, words.shape[0] + 1, buffer,
+                                                   no_spans, False)
         found = np.sort(buffer[:count])
         sent_out = grow(sent_out, total + count)
         hash_out = grow(hash_out, total + count)

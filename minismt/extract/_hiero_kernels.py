@@ -542,3 +542,72 @@ def lexical_weights(src_syms, src_off, tgt_syms, tgt_off, align, align_off, vari
         lex_fe[r] = _lexical_weight(src_syms, src_off[r], n_src, tgt_syms, tgt_off[r], sets,
                                     lex_keys, w_f_given_e, stride, n_tgt_words, False)
     return lex_ef, lex_fe
+
+
+# ---- sparse rule features (minismt.extract.hiero_features) -------------------------------------
+
+BIGRAM_START = -3   # <r> before a rule side's first symbol
+BIGRAM_END = -4     # </r> after its last
+
+
+@njit(cache=True)
+def _shape_bits(syms, lo, hi):
+    """cdec's rule shape of one side: the slots (words, non-terminal, words, non-terminal, words)
+    with bit k set when slot k is filled; -1 when the side has more than two non-terminals."""
+    bits = 0
+    slot = 0
+    i = lo
+    while i < hi:
+        if slot % 2 == 0:
+            if syms[i] >= 0:
+                bits |= 1 << slot
+                while i < hi and syms[i] >= 0:
+                    i += 1
+            slot += 1
+        else:
+            if syms[i] >= 0:
+                return -1
+            bits |= 1 << slot
+            i += 1
+            slot += 1
+        if slot > 5:
+            return -1
+    return bits
+
+
+@njit(cache=True)
+def rule_shapes(src_syms, src_off, tgt_syms, tgt_off, rows):
+    """The shape code ``source bits + 32 * target bits`` of each rule of ``rows``."""
+    out = np.empty(rows.shape[0], dtype=np.int64)
+    for k in range(rows.shape[0]):
+        r = rows[k]
+        s = _shape_bits(src_syms, src_off[r], src_off[r + 1])
+        t = _shape_bits(tgt_syms, tgt_off[r], tgt_off[r + 1])
+        out[k] = -1 if s < 0 or t < 0 else s + 32 * t
+    return out
+
+
+@njit(cache=True)
+def side_bigrams(syms, off, rows):
+    """The bigrams of each rule side of ``rows`` framed by ``<r>`` ... ``</r>``: ``(k, a, b)`` with
+    k the position in ``rows`` and a non-terminal as -1 (cdec's RuleNgramFeatures)."""
+    total = 0
+    for k in range(rows.shape[0]):
+        total += off[rows[k] + 1] - off[rows[k]] + 1
+    out = np.empty((total, 3), dtype=np.int64)
+    n = 0
+    for k in range(rows.shape[0]):
+        r = rows[k]
+        prev = BIGRAM_START
+        for q in range(off[r], off[r + 1]):
+            cur = syms[q] if syms[q] >= 0 else -1
+            out[n, 0] = k
+            out[n, 1] = prev
+            out[n, 2] = cur
+            n += 1
+            prev = cur
+        out[n, 0] = k
+        out[n, 1] = prev
+        out[n, 2] = BIGRAM_END
+        n += 1
+    return out

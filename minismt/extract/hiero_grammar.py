@@ -33,7 +33,7 @@ from minismt.extract import _hiero_kernels as _hk
 from minismt.extract.extraction import train_lexical_table
 from minismt.extract.hiero import (DEFAULT_HIERO_OPTIONS, LHS, NONTERMINAL, HieroOptions,
                                    aggregate_rules, extract_hiero, merge_rules)
-from minismt.extract.phrase_table import array_to_words, take_ranges, words_to_array
+from minismt.extract.phrase_table import array_to_words, words_to_array
 from minismt.extract.hiero_table import (COUNT_NAMES, SCORE_NAMES, HieroTable, SideCounts,
                                          rule_hashes, score_rules, side_hashes, target_counts,
                                          write_moses_rule_table)
@@ -318,13 +318,8 @@ def _restrict(table: HieroTable, src_vocab: Vocabulary, tgt_vocab: Vocabulary,
     used = np.unique(sentence_sources)
     new_id = np.full(source_offsets.shape[0] - 1, -1, dtype=np.int64)
     new_id[used] = np.arange(used.shape[0])
-    rows = _runs(source_offsets[used], source_offsets[used + 1])
+    sub = table.take(_runs(source_offsets[used], source_offsets[used + 1]))
     lengths = source_offsets[used + 1] - source_offsets[used]
-    src, src_off = take_ranges(table.src_syms, table.src_off, rows)
-    tgt, tgt_off = take_ranges(table.tgt_syms, table.tgt_off, rows)
-    align, align_off = take_ranges(table.align, table.align_off, rows)
-    sub = HieroTable(src, src_off, tgt, tgt_off, align, align_off, table.scores[rows],
-                     table.counts[rows])
     new_offsets = np.zeros(used.shape[0] + 1, dtype=np.int64)
     np.cumsum(lengths, out=new_offsets[1:])
     return HieroGrammar(sub, src_vocab, tgt_vocab, new_offsets, sentence_offsets,

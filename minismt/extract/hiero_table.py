@@ -12,8 +12,9 @@ pairing of their non-terminals -- gets
   and the written alignment, source-to-target for lex(f|e)); a non-terminal pair counts 1.
 
 Numbers are as Moses writes them: the counts go through ``score``'s single-precision sums and
-six-digit text before ``consolidate`` divides them in single precision, so the four scores and
-the counts of :class:`HieroTable` are what the text table says.  Moses sums the fractional counts
+six-digit text before ``consolidate`` divides them in single precision, and the four scores and
+the counts of :class:`HieroTable` are the six-digit numbers the text table says (what Moses reads
+back), so our decoder and Moses' see the same model.  Moses sums the fractional counts
 in the byte order of its sorted extract file; here they are summed in double precision, so a
 count can differ from Moses' in the last printed digit (tests compare with a relative tolerance
 of 1e-5).  Rules are kept in Moses' order: source string, then target string (UTF-8 bytes).
@@ -36,7 +37,7 @@ from minismt.errors import InputError
 from minismt.extract import _hiero_kernels as _k
 from minismt.extract.hiero import LHS, NONTERMINAL, HieroRules
 from minismt.extract.lexical import LexicalTable
-from minismt.extract.moses import _format_g, _TokenTexts
+from minismt.extract.moses import TokenTexts, format_g
 from minismt.extract.phrase_table import take_ranges
 from minismt.extract.phrases import byte_order_ranks
 from minismt.io import atomic_write
@@ -115,9 +116,19 @@ class HieroTable:
     def __len__(self) -> int:
         return int(self.scores.shape[0])
 
+    def take(self, rows: np.ndarray) -> "HieroTable":
+        """The rules ``rows``, in that order."""
+        rows = np.asarray(rows, dtype=np.int64)
+        src, src_off = take_ranges(self.src_syms, self.src_off, rows)
+        tgt, tgt_off = take_ranges(self.tgt_syms, self.tgt_off, rows)
+        align, align_off = take_ranges(self.align, self.align_off, rows)
+        return HieroTable(src, src_off, tgt, tgt_off, align, align_off, self.scores[rows],
+                          self.counts[rows])
+
 
 def _moses_float(values: np.ndarray) -> np.ndarray:
-    """A count as ``consolidate`` reads it: a C++ float printed with six digits, read back."""
+    """A C++ float printed with six digits and read back as a float: what ``consolidate`` reads of
+    a count and a decoder of a score."""
     values = np.asarray(values, dtype=np.float32).astype(np.float64)
     if values.shape[0] == 0:
         return values
@@ -213,10 +224,11 @@ def score_rules(rules: HieroRules, lexical: LexicalTable, src_vocab: Vocabulary,
     m_e, m_f, m_fe = _moses_float(c_e), _moses_float(c_f), _moses_float(c_fe)
     p_f_given_e = (m_fe.astype(np.float32) / m_e.astype(np.float32)).astype(np.float64)
     p_e_given_f = (m_fe.astype(np.float32) / m_f.astype(np.float32)).astype(np.float64)
-    scores = np.column_stack([p_f_given_e, lex_fe, p_e_given_f, lex_ef])
+    # the numbers as the text table carries them, so that every decoder reads the same values
+    scores = np.column_stack([_moses_float(v) for v in (p_f_given_e, lex_fe, p_e_given_f, lex_ef)])
     counts = np.column_stack([m_e, m_f, m_fe])
     order = _moses_order(src_syms, src_off, tgt_syms, tgt_off, src_vocab, tgt_vocab,
-                         tiebreak=_first_link_code(written, written_off))
+                         tiebreak=_twin_order(src_hash, tgt_hash, rule_offsets, align, align_off))
     src_syms, src_off = take_ranges(src_syms, src_off, order)
     tgt_syms, tgt_off = take_ranges(tgt_syms, tgt_off, order)
     written, written_off = take_ranges(written, written_off, order)
@@ -250,24 +262,31 @@ def _string_order(pairs: np.ndarray, offsets: np.ndarray):
     return pairs, new_offsets
 
 
-def _first_link_code(pairs: np.ndarray, offsets: np.ndarray) -> np.ndarray:
-    """A tiebreak key per rule: its written alignment's first differing link decides (the
-    alignment of a rule fixes its non-terminal pairing)."""
-    n = offsets.shape[0] - 1
+def _twin_order(src_hash: np.ndarray, tgt_hash: np.ndarray, rule_offsets: np.ndarray,
+                align: np.ndarray, align_off: np.ndarray) -> np.ndarray:
+    """A tiebreak key per rule for rules with the same source and target strings (they differ in
+    how their non-terminals pair): Moses writes them in the order of their first line in its
+    sorted extract file, i.e. by the smallest ``"<alignment> |||"`` text among their variants
+    (``align`` holds each variant's links in extract-file order, the variants of rule r at
+    ``rule_offsets[r]:rule_offsets[r+1]``).  0 for every other rule."""
+    n = rule_offsets.shape[0] - 1
     key = np.zeros(n, dtype=np.int64)
-    if pairs.shape[0] == 0:
+    pair = src_hash ^ (tgt_hash * np.uint64(0x9E3779B97F4A7C15))   # (a collision only adds a key)
+    _, inverse, counts = np.unique(pair, return_inverse=True, return_counts=True)
+    twins = np.flatnonzero(counts[inverse.reshape(-1)] > 1)
+    if twins.shape[0] == 0:
         return key
-    rank = _link_text_rank(pairs)
-    width = int(np.diff(offsets).max())
-    for t in range(min(width, 3)):
-        has = np.diff(offsets) > t
-        field = np.zeros(n, dtype=np.int64)
-        field[has] = rank[offsets[:-1][has] + t] + 1
-        key = key * (int(rank.max()) + 2) + field
+    smallest = []
+    for r in twins.tolist():
+        texts = [" ".join(f"{int(s)}-{int(t)}" for s, t in align[align_off[v]:align_off[v + 1]]) + " |||"
+                 for v in range(rule_offsets[r], rule_offsets[r + 1])]
+        smallest.append(min(t.encode("utf-8") for t in texts))
+    ranks = {text: k for k, text in enumerate(sorted(set(smallest)))}
+    key[twins] = [ranks[text] + 1 for text in smallest]
     return key
 
 
-def _side_rows(texts: _TokenTexts, syms: np.ndarray, off: np.ndarray, n_words: int, lo: int,
+def _side_rows(texts: TokenTexts, syms: np.ndarray, off: np.ndarray, n_words: int, lo: int,
                hi: int) -> list[str]:
     """Rule sides ``lo:hi`` as Moses text: non-terminals ``[X][X]``, the left-hand side last."""
     part = syms[off[lo]:off[hi]].astype(np.int64)
@@ -286,25 +305,25 @@ def write_moses_rule_table(table: HieroTable, src_vocab: Vocabulary, tgt_vocab: 
         src [X][X] [X] ||| tgt [X][X] [X] ||| p(f|e) lex(f|e) p(e|f) lex(e|f) ||| 0-0 1-1 ||| c(e) c(f) c(f,e) ||| |||
 
     Returns the number of rules written."""
-    src_texts = _TokenTexts(list(src_vocab.words) + [NONTERMINAL, LHS])
-    tgt_texts = _TokenTexts(list(tgt_vocab.words) + [NONTERMINAL, LHS])
+    src_texts = TokenTexts(list(src_vocab.words) + [NONTERMINAL, LHS])
+    tgt_texts = TokenTexts(list(tgt_vocab.words) + [NONTERMINAL, LHS])
     n_src, n_tgt = len(src_vocab), len(tgt_vocab)
     with atomic_write(path, binary=True) as out:
         for lo in range(0, len(table), CHUNK_ROWS):
             hi = min(lo + CHUNK_ROWS, len(table))
             scores = table.scores[lo:hi]
-            counts = _format_g(table.counts[lo:hi].astype(np.float32))
+            counts = format_g(table.counts[lo:hi].astype(np.float32))
             links = table.align[table.align_off[lo]:table.align_off[hi]].astype(np.int64)
             codes = links[:, 0] * 65536 + links[:, 1]
             distinct, inverse = np.unique(codes, return_inverse=True)
-            link_texts = _TokenTexts([f"{c // 65536}-{c % 65536}" for c in distinct.tolist()])
+            link_texts = TokenTexts([f"{c // 65536}-{c % 65536}" for c in distinct.tolist()])
             aligns = link_texts.rows(inverse.reshape(-1),
                                      table.align_off[lo:hi + 1] - table.align_off[lo], 0, hi - lo)
             lines = [f"{s} ||| {t} ||| {a} {b} {d} {e} ||| {al} ||| {c1} {c2} {c3} ||| |||\n"
                      for s, t, a, b, d, e, al, c1, c2, c3 in zip(
                          _side_rows(src_texts, table.src_syms, table.src_off, n_src, lo, hi),
                          _side_rows(tgt_texts, table.tgt_syms, table.tgt_off, n_tgt, lo, hi),
-                         *(_format_g(scores[:, k].astype(np.float32)) for k in range(4)),
+                         *(format_g(scores[:, k].astype(np.float32)) for k in range(4)),
                          aligns, counts[0::3], counts[1::3], counts[2::3])]
             out.write("".join(lines).encode("utf-8"))
     return len(table)

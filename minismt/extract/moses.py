@@ -36,7 +36,7 @@ SEPARATOR = " ||| "
 CHUNK_ROWS = 100_000
 
 
-def _format_g(values: np.ndarray) -> list[str]:
+def format_g(values: np.ndarray) -> list[str]:
     """``%g`` (6 significant digits, as a C++ stream) of each value."""
     values = np.asarray(values, dtype=np.float64).reshape(-1)
     if values.shape[0] == 0:
@@ -46,7 +46,7 @@ def _format_g(values: np.ndarray) -> list[str]:
     return texts[inverse.reshape(-1)].tolist()
 
 
-class _TokenTexts:
+class TokenTexts:
     """UTF-8 bytes of a token list, to turn rows of token ids into text with NumPy gathers."""
 
     def __init__(self, tokens: list[str]):
@@ -84,12 +84,12 @@ def _alignment_rows(table: PhraseTable, lo: int, hi: int) -> list[str]:
     links = table.align_links[table.align_offsets[lo]:table.align_offsets[hi]].astype(np.int64)
     codes = links[:, 0] * 65536 + links[:, 1]
     distinct, inverse = np.unique(codes, return_inverse=True)
-    texts = _TokenTexts([f"{c // 65536}-{c % 65536}" for c in distinct.tolist()])
+    texts = TokenTexts([f"{c // 65536}-{c % 65536}" for c in distinct.tolist()])
     return texts.rows(inverse.reshape(-1), table.align_offsets[lo:hi + 1] - table.align_offsets[lo],
                       0, hi - lo, lead_space=True)
 
 
-def _source_rows(table: PhraseTable, texts: _TokenTexts, row_source: np.ndarray, lo: int,
+def _source_rows(table: PhraseTable, texts: TokenTexts, row_source: np.ndarray, lo: int,
                  hi: int) -> list[str]:
     """Source phrase text of rows ``lo:hi``."""
     first, last = int(row_source[lo]), int(row_source[hi - 1]) + 1
@@ -99,7 +99,7 @@ def _source_rows(table: PhraseTable, texts: _TokenTexts, row_source: np.ndarray,
 
 def write_moses_phrase_table(table: PhraseTable, path: str | os.PathLike) -> None:
     """Write ``table`` as a Moses text phrase table (atomically; gzip for ``.gz``)."""
-    src_texts, tgt_texts = _TokenTexts(table.src_vocab.words), _TokenTexts(table.tgt_vocab.words)
+    src_texts, tgt_texts = TokenTexts(table.src_vocab.words), TokenTexts(table.tgt_vocab.words)
     row_source = table.row_source
     with atomic_write(path, binary=True) as out:
         for lo in range(0, len(table), CHUNK_ROWS):
@@ -107,15 +107,15 @@ def write_moses_phrase_table(table: PhraseTable, path: str | os.PathLike) -> Non
             scores = table.scores[lo:hi]
             counts = table.counts[lo:hi]
             known = (~np.isnan(counts).any(axis=1)).tolist()
-            c = _format_g(np.where(np.isnan(counts), 0.0, counts).astype(np.float32))
+            c = format_g(np.where(np.isnan(counts), 0.0, counts).astype(np.float32))
             count_fields = [" ".join(c[3 * k:3 * k + 3]) if known[k] else ""
                             for k in range(hi - lo)]
             lines = [f"{s} ||| {t} ||| {a} {b} {d} {e} |||{al} ||| {n} ||| |||\n"
                      for s, t, a, b, d, e, al, n in zip(
                          _source_rows(table, src_texts, row_source, lo, hi),
                          tgt_texts.rows(table.tgt_words, table.tgt_offsets, lo, hi),
-                         _format_g(scores[:, 0].astype(np.float32)), _format_g(scores[:, 1]),
-                         _format_g(scores[:, 2].astype(np.float32)), _format_g(scores[:, 3]),
+                         format_g(scores[:, 0].astype(np.float32)), format_g(scores[:, 1]),
+                         format_g(scores[:, 2].astype(np.float32)), format_g(scores[:, 3]),
                          _alignment_rows(table, lo, hi), count_fields)]
             out.write("".join(lines).encode("utf-8"))
 
@@ -125,12 +125,12 @@ def write_moses_reordering_table(table: PhraseTable, path: str | os.PathLike) ->
     ``reordering-table.wbe-msd-bidirectional-fe`` (same row order as the phrase table)."""
     if table.reordering is None:
         raise InputError("the phrase table has no reordering probabilities", path)
-    src_texts, tgt_texts = _TokenTexts(table.src_vocab.words), _TokenTexts(table.tgt_vocab.words)
+    src_texts, tgt_texts = TokenTexts(table.src_vocab.words), TokenTexts(table.tgt_vocab.words)
     row_source = table.row_source
     with atomic_write(path, binary=True) as out:
         for lo in range(0, len(table), CHUNK_ROWS):
             hi = min(lo + CHUNK_ROWS, len(table))
-            v = _format_g(table.reordering[lo:hi])
+            v = format_g(table.reordering[lo:hi])
             values = [" ".join(v[6 * k:6 * k + 6]) for k in range(hi - lo)]
             lines = [f"{s} ||| {t} ||| {r}\n" for s, t, r in zip(
                 _source_rows(table, src_texts, row_source, lo, hi),
