@@ -1,0 +1,122 @@
+"""The n-gram LM inside a chart decoder: an item's LM state and the LM score of a rule application.
+
+An item (a chart entry: a span, a label, a target yield) carries, for an LM of order N:
+
+* ``length``: the number of target words of its yield (an item that starts with ``<s>`` counts it);
+* ``left``: its first ``min(length, N-1)`` words (LM ids), whose probabilities were scored without
+  the context that will precede them; empty when the item starts with ``<s>`` (``complete``);
+* ``right``: KenLM's state after its last word (``words`` newest first, ``backoffs``, ``length``;
+  minimised as KenLM's right state), the context of whatever follows it;
+* its LM value ``V`` (kept by the caller): the log10 probability of its yield scored as KenLM scores
+  a sentence from no context, ``sum_p log10 p(w_p | w_{p-N+1} .. w_{p-1})`` with the context cut at
+  the item's start (or from ``<s>`` when the item starts with it).
+
+:func:`apply_rule` walks a rule's target side -- words and the items its non-terminals stand for --
+and returns ``V(new item) - sum V(children)``: each new word scored in its context, and each
+child's left word rescored with the context the new item gives it, minus the score it had inside
+the child.  So the values of a derivation's items telescope: the goal item (``<s> ... </s>``) has
+``V`` = the sentence's LM score (KenLM's ``score(sentence, bos=True, eos=True)``), and an edge of
+the forest carries exactly the LM score its rule application adds.
+
+Two items with the same ``left`` words, the same ``right`` words and ``complete`` flag score every
+continuation alike (recombination).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from minismt.lm._kernels import begin_state, score_word
+
+
+@njit(cache=True)
+def _copy_state(words, backoffs, length, out_words, out_backoffs):
+    out_words[:] = words
+    out_backoffs[:] = backoffs
+    return length
+
+
+@njit(cache=True)
+def apply_rule(t, target, children, item_left, item_left_len, item_right_words, item_right_backoffs,
+               item_right_len, item_length, item_complete, out):
+    """The LM score a rule application adds, writing the new item's state at index ``out``.
+
+    ``target``: the rule's target side: LM word ids (``t.bos`` may only come first), ``-1 - k`` for
+    the item of non-terminal ``k`` (``children[k]``, an index into the ``item_*`` arrays).  Returns
+    ``V(new) - sum_k V(children[k])`` (log10)."""
+    n_ctx = item_right_words.shape[1]
+    state_w = np.empty(n_ctx, dtype=np.int32)
+    state_b = np.empty(n_ctx, dtype=np.float64)
+    next_w = np.empty(n_ctx, dtype=np.int32)
+    next_b = np.empty(n_ctx, dtype=np.float64)
+    est_w_a = np.empty(n_ctx, dtype=np.int32)
+    est_b_a = np.empty(n_ctx, dtype=np.float64)
+    est_w_b = np.empty(n_ctx, dtype=np.int32)
+    est_b_b = np.empty(n_ctx, dtype=np.float64)
+    state_w[:] = -1
+    state_b[:] = 0.0
+    state_len = 0
+    emitted = 0          # words of the new item so far
+    complete = False
+    new_left = np.empty(n_ctx, dtype=np.int32)
+    new_left[:] = -1
+    new_left_len = 0
+    delta = 0.0
+    for q in range(target.shape[0]):
+        sym = target[q]
+        if sym >= 0:
+            if sym == t.bos:
+                if q != 0:
+                    raise ValueError("<s> inside a rule's target side")
+                state_len = begin_state(t, state_w, state_b)
+                complete = True
+                emitted += 1
+                continue
+            logprob, _, state_len2 = score_word(t, state_w, state_b, state_len, sym, next_w, next_b)
+            state_len = _copy_state(next_w, next_b, state_len2, state_w, state_b)
+            delta += logprob
+            if not complete and emitted < n_ctx:
+                new_left[new_left_len] = sym
+                new_left_len += 1
+            emitted += 1
+            continue
+        child = children[-1 - sym]
+        if item_complete[child]:
+            if q != 0:
+                raise ValueError("an item that starts with <s> inside a rule's target side")
+            complete = True
+            emitted = item_length[child]
+            state_len = _copy_state(item_right_words[child], item_right_backoffs[child],
+                                    item_right_len[child], state_w, state_b)
+            continue
+        # the child's left words: rescored in the new context, minus their score inside the child
+        est_w_a[:] = -1
+        est_b_a[:] = 0.0
+        est_len = 0
+        for k in range(item_left_len[child]):
+            word = item_left[child, k]
+            inside, _, est_len2 = score_word(t, est_w_a, est_b_a, est_len, word, est_w_b, est_b_b)
+            est_len = _copy_state(est_w_b, est_b_b, est_len2, est_w_a, est_b_a)
+            logprob, _, state_len2 = score_word(t, state_w, state_b, state_len, word, next_w, next_b)
+            state_len = _copy_state(next_w, next_b, state_len2, state_w, state_b)
+            delta += logprob - inside
+            if not complete and emitted < n_ctx:
+                new_left[new_left_len] = word
+                new_left_len += 1
+            emitted += 1
+        rest = item_length[child] - item_left_len[child]
+        if rest > 0:
+            # the words after its N-1 left words were scored inside the child with their full
+            # context; what follows sees the child's own right state
+            state_len = _copy_state(item_right_words[child], item_right_backoffs[child],
+                                    item_right_len[child], state_w, state_b)
+            emitted += rest
+    item_left[out, :] = new_left
+    item_left_len[out] = 0 if complete else new_left_len
+    item_right_words[out, :] = state_w
+    item_right_backoffs[out, :] = state_b
+    item_right_len[out] = state_len
+    item_length[out] = emitted
+    item_complete[out] = complete
+    return delta

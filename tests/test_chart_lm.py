@@ -1,0 +1,154 @@
+"""The LM inside the chart decoder (minismt.decode._chart_lm): on random word sequences cut into
+random trees of rule applications, every item's value is the LM score of its yield from no context
+(KenLM's ``score(yield, bos=False, eos=False)``), the goal's is the sentence score with ``<s>`` and
+``</s>``, and each application adds exactly the difference; items with equal states continue alike."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from minismt.decode import _chart_lm
+from minismt.lm import LanguageModel, estimate_kn
+
+WORDS = "a b c d e f g h".split()
+
+
+@pytest.fixture(scope="module", params=[2, 3, 4])
+def lm(request):
+    rng = np.random.default_rng(request.param)
+    lines = [" ".join(rng.choice(WORDS[:6], size=int(rng.integers(1, 12)))) for _ in range(300)]
+    return LanguageModel.from_model(estimate_kn(lines, order=request.param, discount_fallback=True))
+
+
+class Chart:
+    """Item arrays as the decoder keeps them."""
+
+    def __init__(self, lm: LanguageModel, capacity: int = 4096):
+        n_ctx = lm.tables.order - 1
+        self.lm = lm
+        self.left = np.full((capacity, n_ctx), -1, dtype=np.int32)
+        self.left_len = np.zeros(capacity, dtype=np.int64)
+        self.right_words = np.full((capacity, n_ctx), -1, dtype=np.int32)
+        self.right_backoffs = np.zeros((capacity, n_ctx))
+        self.right_len = np.zeros(capacity, dtype=np.int64)
+        self.length = np.zeros(capacity, dtype=np.int64)
+        self.complete = np.zeros(capacity, dtype=bool)
+        self.value = np.zeros(capacity)
+        self.n = 0
+
+    def apply(self, target: list, children: list[int]) -> int:
+        """target: words (str) and ("NT", k) for children[k]; returns the new item."""
+        t = self.lm.tables
+        codes = np.array([-1 - s[1] if isinstance(s, tuple) else
+                          (t.bos if s == "<s>" else t.eos if s == "</s>" else int(self.lm.encode([s])[0]))
+                          for s in target], dtype=np.int64)
+        out = self.n
+        delta = _chart_lm.apply_rule(t, codes, np.array(children, dtype=np.int64), self.left,
+                                     self.left_len, self.right_words, self.right_backoffs,
+                                     self.right_len, self.length, self.complete, out)
+        self.value[out] = delta + sum(self.value[c] for c in children)
+        self.n += 1
+        return out
+
+
+def _random_tree(rng, words: list[str]):
+    """A random derivation of ``words``: (target pieces, children trees), the pieces being words
+    and ("NT", k); children cover contiguous parts, placed in the target in random order."""
+    if len(words) <= 1 or rng.random() < 0.2:
+        return list(words), []
+    cuts = sorted(rng.choice(np.arange(1, len(words)), size=min(len(words) - 1, int(rng.integers(1, 4))),
+                             replace=False).tolist())
+    parts = [words[a:b] for a, b in zip([0] + cuts, cuts + [len(words)])]
+    chosen = sorted(rng.choice(len(parts), size=min(2, len(parts)), replace=False).tolist())
+    order = list(rng.permutation(len(chosen)))   # children in a random target order
+    target = []
+    k_of = {part: order[i] for i, part in enumerate(chosen)}
+    for i, part in enumerate(parts):
+        if i in k_of:
+            target.append(("NT", k_of[i]))
+        else:
+            target.extend(part)
+    kids = [None] * len(chosen)
+    for i in chosen:
+        kids[k_of[i]] = _random_tree(rng, parts[i])
+    return target, kids
+
+
+def _build(chart: Chart, tree) -> tuple[int, list[str]]:
+    target, kids = tree
+    built = [_build(chart, kid) for kid in kids]
+    item = chart.apply(target, [b[0] for b in built])
+    words = []
+    for s in target:
+        words.extend(built[s[1]][1] if isinstance(s, tuple) else [s])
+    return item, words
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_item_values_are_lm_scores_of_their_yields(lm, seed):
+    rng = np.random.default_rng(seed)
+    chart = Chart(lm)
+    words = list(rng.choice(WORDS, size=int(rng.integers(1, 14))))     # g, h: unknown to the LM
+    item, yielded = _build(chart, _random_tree(rng, words))
+    for i in range(chart.n):
+        assert chart.length[i] >= 1
+    assert sorted(yielded) == sorted(words)
+    assert chart.value[item] == pytest.approx(lm.score(" ".join(yielded), bos=False, eos=False), abs=1e-9)
+    # the glue: <s>, then S -> S X, then S -> S </s>
+    start = chart.apply(["<s>"], [])
+    glued = chart.apply([("NT", 0), ("NT", 1)], [start, item])
+    goal = chart.apply([("NT", 0), "</s>"], [glued])
+    assert chart.complete[goal] and chart.left_len[goal] == 0
+    assert chart.value[goal] == pytest.approx(lm.score(" ".join(yielded), bos=True, eos=True), abs=1e-9)
+
+
+def test_every_item_of_a_tree_scores_its_own_yield(lm):
+    rng = np.random.default_rng(7)
+    for _ in range(30):
+        chart = Chart(lm)
+        words = list(rng.choice(WORDS, size=int(rng.integers(2, 12))))
+        tree = _random_tree(rng, words)
+        yields = {}
+
+        def build(node):
+            target, kids = node
+            built = [build(k) for k in kids]
+            item = chart.apply(target, built)
+            out = []
+            for s in target:
+                out.extend(yields[built[s[1]]] if isinstance(s, tuple) else [s])
+            yields[item] = out
+            return item
+
+        build(tree)
+        n_ctx = lm.tables.order - 1
+        for item, words_of in yields.items():
+            assert chart.value[item] == pytest.approx(lm.score(" ".join(words_of), bos=False, eos=False), abs=1e-9)
+            assert chart.length[item] == len(words_of)
+            assert chart.left[item, :chart.left_len[item]].tolist() == \
+                lm.encode(words_of[:n_ctx]).tolist()
+
+
+def test_equal_states_continue_alike(lm):
+    """Two items with the same left words and right state: any continuation adds the same."""
+    rng = np.random.default_rng(3)
+    n_ctx = lm.tables.order - 1
+    for _ in range(50):
+        chart = Chart(lm)
+        prefix = list(rng.choice(WORDS, size=n_ctx))
+        middle_a = list(rng.choice(WORDS, size=int(rng.integers(0, 4))))
+        middle_b = list(rng.choice(WORDS, size=int(rng.integers(0, 4))))
+        suffix = list(rng.choice(WORDS, size=n_ctx))
+        a = chart.apply(prefix + middle_a + suffix, [])
+        b = chart.apply(prefix + middle_b + suffix, [])
+        same = (chart.left[a].tolist() == chart.left[b].tolist() and
+                chart.right_words[a].tolist() == chart.right_words[b].tolist())
+        assert same
+        context = list(rng.choice(WORDS, size=3))
+        after = list(rng.choice(WORDS, size=3))
+        for item in (a, b):
+            base = chart.value[item]
+            new = chart.apply(context + [("NT", 0)] + after, [item])
+            chart.value[new] -= base
+        assert chart.value[chart.n - 1] == pytest.approx(chart.value[chart.n - 2], abs=1e-9)
