@@ -1,0 +1,246 @@
+"""The numba search of the Hiero chart decoder: CKY+ with cube pruning (Chiang 2007, section 5)
+and the n-gram LM integrated through :mod:`minismt.decode._chart_lm`.
+
+The caller (:mod:`minismt.decode.hiero`) lists a sentence's *cells* in the order they are filled
+(every cell after the cells its items are built from) and its *applications*: a cell, up to two
+child cells (the items of its non-terminals) and a block of rules (best first).  Rule-table
+applications, unknown-word copy rules and Moses' glue rules (``S -> <s>``, ``S -> S X``,
+``S -> S </s>``) are all applications; the goal is the last cell.
+
+In a cell, cube pruning pops candidates best first: a candidate is an application with one rule
+of its block and one item of each child cell (both lists best first, so the candidate grid is a
+cube whose neighbours are one step further along one axis); its score is exact: the rule's
+score, the children's and the LM score the application adds.  Up to ``pop_limit`` candidates are
+popped per cell; a popped candidate whose LM state is already an item of the cell is recombined
+into it.  Every popped candidate is an edge of the forest (0, 1 or 2 tails), so the forest's
+Viterbi derivation is the decoder's 1-best with its score.
+
+Features: the rules' dense non-LM features (``rule_feats``) and the LM (ln 10 x the log10
+probability an application adds) in the last column of ``edge_feats``.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+
+import numpy as np
+from numba import njit
+
+from minismt._primitives import GOLDEN, grow, grow_rows, mix64
+from minismt.decode._chart_lm import apply_rule
+
+LN10 = math.log(10.0)
+
+
+@njit(cache=True)
+def _state_hash(left, left_len, right, right_len, complete):
+    h = mix64(np.uint64(left_len) + GOLDEN)
+    for k in range(left_len):
+        h = mix64(h ^ (np.uint64(left[k] + 2) + GOLDEN))
+    h = mix64(h ^ (np.uint64(right_len) + np.uint64(7)))
+    for k in range(right_len):
+        h = mix64(h ^ (np.uint64(right[k] + 2) + GOLDEN))
+    if complete:
+        h = mix64(h ^ np.uint64(11))
+    return h
+
+
+@njit(cache=True)
+def _same_state(a, b, left, left_len, right, right_len, complete):
+    if left_len[a] != left_len[b] or right_len[a] != right_len[b] or complete[a] != complete[b]:
+        return False
+    for k in range(left_len[a]):
+        if left[a, k] != left[b, k]:
+            return False
+    for k in range(right_len[a]):
+        if right[a, k] != right[b, k]:
+            return False
+    return True
+
+
+@njit(cache=True)
+def _apply(t, app, rank, k1, k2, app_child, app_rules_lo, rules, rule_tgt, rule_tgt_off, cell_off,
+           cell_items, left, left_len, right_w, right_b, right_len, length, complete, out, children):
+    """Apply candidate (app, rule rank, child ranks) into item slot ``out``; returns the rule and
+    the log10 LM score the application adds (``children`` receives the child items)."""
+    rule = rules[app_rules_lo[app] + rank]
+    for k in range(2):
+        c = app_child[app, k]
+        if c >= 0:
+            children[k] = cell_items[cell_off[c] + (k1 if k == 0 else k2)]
+        else:
+            children[k] = -1
+    delta = apply_rule(t, rule_tgt[rule_tgt_off[rule]:rule_tgt_off[rule + 1]], children, left,
+                       left_len, right_w, right_b, right_len, length, complete, out)
+    return rule, delta
+
+
+@njit(cache=True)
+def search(t, weights_lm, n_cells, cell_order, app_cell, app_child, app_rules_lo, app_rules_hi,
+           rules, rule_tgt, rule_tgt_off, rule_static, pop_limit):
+    """Fill the cells ``cell_order`` (ids < ``n_cells``) from the applications (sorted by the
+    position of their cell in ``cell_order``).  Application ``a`` builds cell ``app_cell[a]`` from
+    the items of ``app_child[a]`` (two cell ids, -1 absent) with the rules
+    ``rules[app_rules_lo[a]:app_rules_hi[a]]`` (best first).  Rule r has the target side
+    ``rule_tgt[rule_tgt_off[r]:rule_tgt_off[r+1]]`` (LM ids, ``-1 - k`` for child k) and the score
+    ``rule_static[r]`` of its non-LM features; ``weights_lm`` weighs the LM feature (ln 10 x log10).
+
+    Returns ``n_items, item_score, item_cell, n_edges, edge_head, edge_rule, edge_tails``
+    (int64[E, 2], -1 absent) and ``edge_lm`` (the LM feature of each edge); items are numbered in
+    the order they are made (children before heads) and the goal is the best item of the last
+    cell."""
+    n_ctx = max(t.order - 1, 1)
+    cap = 1024
+    left = np.full((cap, n_ctx), -1, dtype=np.int32)
+    left_len = np.zeros(cap, dtype=np.int64)
+    right_w = np.full((cap, n_ctx), -1, dtype=np.int32)
+    right_b = np.zeros((cap, n_ctx), dtype=np.float64)
+    right_len = np.zeros(cap, dtype=np.int64)
+    length = np.zeros(cap, dtype=np.int64)
+    complete = np.zeros(cap, dtype=np.bool_)
+    item_score = np.zeros(cap, dtype=np.float64)
+    item_cell = np.zeros(cap, dtype=np.int64)
+    n_items = 0
+    e_cap = 1024
+    edge_head = np.zeros(e_cap, dtype=np.int64)
+    edge_rule = np.zeros(e_cap, dtype=np.int64)
+    edge_tails = np.full((e_cap, 2), -1, dtype=np.int64)
+    edge_lm = np.zeros(e_cap, dtype=np.float64)
+    n_edges = 0
+    cell_off = np.zeros(n_cells, dtype=np.int64)
+    cell_len = np.zeros(n_cells, dtype=np.int64)
+    cell_items = np.zeros(1024, dtype=np.int64)
+    n_cell_items = 0
+    children = np.full(2, -1, dtype=np.int64)
+    w_lm = weights_lm * LN10
+    next_app = 0
+    n_apps = app_cell.shape[0]
+    for cell in cell_order:
+        first_app = next_app
+        while next_app < n_apps and app_cell[next_app] == cell:
+            next_app += 1
+        heap = [(0.0, 0, 0, 0, 0, 0)]
+        heap.pop()
+        seen = {(0, 0, 0, 0): True}
+        seen.clear()
+        counter = 0
+        # the first candidate of every application whose child cells have items
+        for a in range(first_app, next_app):
+            if app_rules_hi[a] <= app_rules_lo[a]:
+                continue
+            ok = True
+            for k in range(2):
+                c = app_child[a, k]
+                if c >= 0 and cell_len[c] == 0:
+                    ok = False
+            if not ok:
+                continue
+            seen[(a, 0, 0, 0)] = True
+            if n_items + 2 >= cap:
+                cap = 2 * cap
+                left, left_len, right_w, right_b, right_len, length, complete, item_score, item_cell = \
+                    _grow_items(cap, left, left_len, right_w, right_b, right_len, length, complete,
+                                item_score, item_cell)
+            rule, delta = _apply(t, a, 0, 0, 0, app_child, app_rules_lo, rules, rule_tgt, rule_tgt_off,
+                                 cell_off, cell_items, left, left_len, right_w, right_b, right_len,
+                                 length, complete, n_items, children)
+            score = rule_static[rule] + w_lm * delta
+            for k in range(2):
+                if children[k] >= 0:
+                    score += item_score[children[k]]
+            heapq.heappush(heap, (-score, counter, a, 0, 0, 0))
+            counter += 1
+        first_item = n_items
+        state_of = {np.uint64(0): 0}
+        state_of.clear()
+        pops = 0
+        while len(heap) > 0 and pops < pop_limit:
+            neg, _, a, rank, k1, k2 = heapq.heappop(heap)
+            pops += 1
+            if n_items + 2 >= cap:
+                cap = 2 * cap
+                left, left_len, right_w, right_b, right_len, length, complete, item_score, item_cell = \
+                    _grow_items(cap, left, left_len, right_w, right_b, right_len, length, complete,
+                                item_score, item_cell)
+            rule, delta = _apply(t, a, rank, k1, k2, app_child, app_rules_lo, rules, rule_tgt,
+                                 rule_tgt_off, cell_off, cell_items, left, left_len, right_w, right_b,
+                                 right_len, length, complete, n_items, children)
+            score = -neg
+            h = _state_hash(left[n_items], left_len[n_items], right_w[n_items], right_len[n_items],
+                            complete[n_items])
+            head = n_items
+            if h in state_of and _same_state(state_of[h], n_items, left, left_len, right_w,
+                                             right_len, complete):
+                head = state_of[h]
+                if score > item_score[head]:
+                    item_score[head] = score
+            else:
+                state_of[h] = n_items
+                item_score[n_items] = score
+                item_cell[n_items] = cell
+                n_items += 1
+            if n_edges >= e_cap:
+                e_cap = 2 * e_cap
+                edge_head = grow(edge_head, e_cap)
+                edge_rule = grow(edge_rule, e_cap)
+                edge_tails = grow_rows(edge_tails, e_cap)
+                edge_lm = grow(edge_lm, e_cap)
+            edge_head[n_edges] = head
+            edge_rule[n_edges] = rule
+            edge_tails[n_edges, 0] = children[0]
+            edge_tails[n_edges, 1] = children[1]
+            edge_lm[n_edges] = LN10 * delta
+            n_edges += 1
+            # the neighbours: the next rule of the block, the next item of a child cell
+            for move in range(3):
+                nr, n1, n2 = rank, k1, k2
+                if move == 0:
+                    if app_rules_lo[a] + rank + 1 >= app_rules_hi[a]:
+                        continue
+                    nr = rank + 1
+                else:
+                    c = app_child[a, move - 1]
+                    if c < 0:
+                        continue
+                    if move == 1:
+                        if k1 + 1 >= cell_len[c]:
+                            continue
+                        n1 = k1 + 1
+                    else:
+                        if k2 + 1 >= cell_len[c]:
+                            continue
+                        n2 = k2 + 1
+                key = (a, nr, n1, n2)
+                if key in seen:
+                    continue
+                seen[key] = True
+                rule, delta = _apply(t, a, nr, n1, n2, app_child, app_rules_lo, rules, rule_tgt,
+                                     rule_tgt_off, cell_off, cell_items, left, left_len, right_w,
+                                     right_b, right_len, length, complete, n_items, children)
+                score = rule_static[rule] + w_lm * delta
+                for k in range(2):
+                    if children[k] >= 0:
+                        score += item_score[children[k]]
+                heapq.heappush(heap, (-score, counter, a, nr, n1, n2))
+                counter += 1
+        # the cell's items, best first
+        n_cell = n_items - first_item
+        cell_items = grow(cell_items, n_cell_items + n_cell)
+        by_score = np.argsort(-item_score[first_item:n_items], kind="mergesort")
+        cell_off[cell] = n_cell_items
+        cell_len[cell] = n_cell
+        for k in range(n_cell):
+            cell_items[n_cell_items + k] = first_item + by_score[k]
+        n_cell_items += n_cell
+    return (n_items, item_score[:n_items].copy(), item_cell[:n_items].copy(), n_edges,
+            edge_head[:n_edges].copy(), edge_rule[:n_edges].copy(), edge_tails[:n_edges].copy(),
+            edge_lm[:n_edges].copy())
+
+
+@njit(cache=True)
+def _grow_items(cap, left, left_len, right_w, right_b, right_len, length, complete, item_score,
+                item_cell):
+    return (grow_rows(left, cap), grow(left_len, cap), grow_rows(right_w, cap), grow_rows(right_b, cap),
+            grow(right_len, cap), grow(length, cap), grow(complete, cap), grow(item_score, cap),
+            grow(item_cell, cap))

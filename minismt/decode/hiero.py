@@ -1,0 +1,278 @@
+"""The Hiero chart decoder (Chiang 2007) with Moses' chart-decoder conventions: CKY+ over the
+sentence's rule applications, cube pruning, the n-gram LM integrated in the search, Moses' glue
+grammar, and a forest per sentence whose edges have up to two tails.
+
+    decoder = HieroDecoder(grammar, lm, weights)            # a HieroGrammar, a LanguageModel
+    result = decoder.decode(["ein", "mann", "schläft"])
+    result.best, result.score, result.features, result.hypergraph
+
+The model (features in the Hiero manifest's order, :data:`FEATURE_NAMES`):
+
+* rule-table rules apply to spans of at most ``max_span`` words (10, Chiang's limit; Moses'
+  ``[max-chart-span]`` is 20), with their four scores as features (``max(ln p, -100)``); per source
+  side the ``table_limit`` rules with the best future score are used (Moses' load-time limit,
+  :func:`minismt.extract.hiero_export.table_limit`), best first;
+* a word that is not the source side of a one-word rule is copied by an unknown-word rule
+  (UnknownWordPenalty -100, as Moses);
+* Moses' glue grammar: ``S -> <s>``, ``S -> S X`` (glue feature ln 2.718 ~ 1, any span) and the
+  goal ``S -> S </s>``; ``<s>`` and ``</s>`` are target words (WordPenalty counts them) and every
+  rule application, glue included, counts 1 in PhrasePenalty;
+* the LM (ln 10 x log10 probability of ``<s> e </s>``), integrated exactly
+  (:mod:`minismt.decode._chart_lm`).
+
+Search: :mod:`minismt.decode._hiero_search` (cube pruning with ``pop_limit`` pops per cell,
+recombination on the LM state).  The forest keeps every popped candidate as an edge, so its
+Viterbi derivation is the 1-best, with the same score.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from minismt.corpus import Vocabulary
+from minismt.decode import _hiero_search
+from minismt.errors import InputError
+from minismt.extract import _grammar_kernels
+from minismt.extract.hiero_export import (DEFAULT_TABLE_LIMIT, feature_values, future_scores,
+                                          table_limit)
+from minismt.extract.hiero_grammar import HieroGrammar
+from minismt.extract.hiero_table import side_hashes
+from minismt.extract.phrase_table import take_ranges
+from minismt.features import FeatureSpace
+from minismt.hypergraph import Hypergraph
+from minismt.lm import LanguageModel
+from minismt.manifest import HIERO_DEFAULT_WEIGHTS
+
+FEATURE_NAMES = tuple(HIERO_DEFAULT_WEIGHTS)
+UWP, WP, PP, TM0, GLUE, LM = 0, 1, 2, 3, 7, 8
+DEFAULT_POP_LIMIT = 200
+DEFAULT_MAX_SPAN = 10
+UNKNOWN_PENALTY = -100.0
+GLUE_VALUE = math.log(2.718)
+MAX_SOURCE_SYMBOLS = 5
+MAX_NONTERMINALS = 2
+
+
+@dataclass
+class HieroResult:
+    """The 1-best translation of a sentence, its model score and features, and the forest."""
+
+    best: str
+    score: float
+    features: dict[str, float]
+    hypergraph: Hypergraph
+
+
+class HieroDecoder:
+    """Decodes sentences with a :class:`HieroGrammar` (the rules of their input set), an LM and
+    weights (``{name: value}`` over :data:`FEATURE_NAMES`; missing names take the default)."""
+
+    def __init__(self, grammar: HieroGrammar, lm: LanguageModel, weights: Mapping[str, float] | None = None,
+                 table_limit_: int = DEFAULT_TABLE_LIMIT, pop_limit: int = DEFAULT_POP_LIMIT,
+                 max_span: int = DEFAULT_MAX_SPAN):
+        for name, value in (("pop_limit", pop_limit), ("max_span", max_span)):
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+                raise InputError(f"{name} {value!r}", expected="an integer >= 1")
+        self.grammar = grammar
+        self.lm = lm
+        self.pop_limit = int(pop_limit)
+        self.max_span = int(max_span)
+        self.table_limit = table_limit_
+        self.space = FeatureSpace(FEATURE_NAMES)
+        self.vocab = Vocabulary(grammar.tgt_vocab.words)     # grows with copied unknown words
+        self.weights = np.array([float(dict(HIERO_DEFAULT_WEIGHTS, **(weights or {}))[n])
+                                 for n in FEATURE_NAMES])
+        table = grammar.table
+        self._lm_of_target = lm.vocab_map(grammar.tgt_vocab).astype(np.int64)
+        self._tm = feature_values(table.scores)
+        self._words = np.add.reduceat((table.tgt_syms >= 0).astype(np.int64), table.tgt_off[:-1]) \
+            if len(table) else np.zeros(0, dtype=np.int64)
+        self._static = (self._tm @ self.weights[TM0:TM0 + 4] - self.weights[WP] * self._words
+                        + self.weights[PP])
+        # per source side, the rules kept by the table limit, best future score first
+        named = dict(zip(FEATURE_NAMES, self.weights))
+        kept = table_limit(grammar, named, lm, table_limit_ or 0)
+        future = future_scores(grammar, named, lm, kept)
+        source = np.searchsorted(grammar.source_offsets, kept, side="right") - 1
+        order = np.lexsort((kept, -future, source))
+        self._source_rules = kept[order]
+        self._source_rule_off = np.zeros(grammar.n_sources + 1, dtype=np.int64)
+        np.cumsum(np.bincount(source, minlength=grammar.n_sources), out=self._source_rule_off[1:])
+        first = grammar.source_offsets[:-1]
+        hashes = side_hashes(*take_ranges(table.src_syms, table.src_off, first)) if grammar.n_sources \
+            else np.zeros(0, dtype=np.uint64)
+        self._source_order = np.argsort(hashes)
+        self._source_hash = hashes[self._source_order]
+
+    # ---- one sentence --------------------------------------------------------------------------
+    def decode(self, words: Sequence[str] | str) -> HieroResult:
+        words = words.split() if isinstance(words, str) else list(words)
+        n = len(words)
+        t = self.lm.tables
+        ids = self.grammar.src_vocab.encode(words, grow=False)
+        matches, spans, count = _grammar_kernels.sentence_matches(
+            ids, MAX_SOURCE_SYMBOLS, MAX_NONTERMINALS, False, self.max_span,
+            np.empty(64, dtype=np.uint64), np.empty((64, 6), dtype=np.int32), True)
+        matches, spans = matches[:count], spans[:count].astype(np.int64)
+        pos = np.minimum(np.searchsorted(self._source_hash, matches), max(self._source_hash.shape[0] - 1, 0))
+        found = self._source_hash[pos] == matches if self._source_hash.shape[0] else np.zeros(count, bool)
+        sources = self._source_order[pos[found]]
+        spans = spans[found]
+        # local rules: the blocks of the matched sources, then the special rules
+        distinct, block_of = np.unique(sources, return_inverse=True)
+        lo = self._source_rule_off[distinct]
+        hi = self._source_rule_off[distinct + 1]
+        block_len = hi - lo
+        block_start = np.zeros(distinct.shape[0] + 1, dtype=np.int64)
+        np.cumsum(block_len, out=block_start[1:])
+        local_global = self._source_rules[np.repeat(lo - block_start[:-1], block_len)
+                                          + np.arange(int(block_start[-1]))]
+        table = self.grammar.table
+        tgt, tgt_off = take_ranges(table.tgt_syms, table.tgt_off, local_global)
+        tgt = tgt.astype(np.int64)
+        tgt = np.where(tgt >= 0, self._lm_of_target[np.maximum(tgt, 0)], tgt)
+        static = list(self._static[local_global])
+        n_grammar = local_global.shape[0]
+        special_tgt: list[list[int]] = []
+        special_kind: list[tuple] = []
+        w = self.weights
+
+        def special(target: list[int], features: dict[int, float], kind: tuple) -> int:
+            special_tgt.append(target)
+            special_kind.append((kind, features))
+            static.append(sum(w[k] * v for k, v in features.items()))
+            return n_grammar + len(special_tgt) - 1
+
+        # applications: cell, two children, rule block
+        X = n + 1
+
+        def x_cell(i: int, j: int) -> int:
+            return i * X + j
+
+        s_base = X * X
+
+        app_cell = list(spans[:, 0] * X + spans[:, 1])
+        app_child = [[x_cell(r[2], r[3]) if r[2] >= 0 else -1, x_cell(r[4], r[5]) if r[4] >= 0 else -1]
+                     for r in spans.tolist()]
+        app_lo = list(block_start[block_of])
+        app_hi = list(block_start[block_of + 1])
+        covered = {int(s[0]) for s, b in zip(spans.tolist(), block_of.tolist())
+                   if s[1] - s[0] == 1 and s[2] < 0}
+        rules_list = list(range(n_grammar))
+        for p in range(n):
+            if p not in covered:
+                word_lm = int(self.lm.encode([words[p]])[0])
+                r = special([word_lm], {UWP: UNKNOWN_PENALTY, WP: -1.0, PP: 1.0}, ("oov", words[p]))
+                rules_list.append(r)
+                app_cell.append(x_cell(p, p + 1))
+                app_child.append([-1, -1])
+                app_lo.append(len(rules_list) - 1)
+                app_hi.append(len(rules_list))
+        bos = special([t.bos], {WP: -1.0, PP: 1.0}, ("bos",))
+        glue = special([-1, -2], {GLUE: GLUE_VALUE, PP: 1.0}, ("glue",))
+        eos = special([-1, t.eos], {WP: -1.0, PP: 1.0}, ("eos",))
+        for r in (bos, glue, eos):
+            rules_list.append(r)
+        bos_at, glue_at, eos_at = len(rules_list) - 3, len(rules_list) - 2, len(rules_list) - 1
+        app_cell.append(s_base + 1)
+        app_child.append([-1, -1])
+        app_lo.append(bos_at)
+        app_hi.append(bos_at + 1)
+        for j in range(1, n + 1):
+            for k in range(max(0, j - self.max_span), j):
+                app_cell.append(s_base + j + 1)
+                app_child.append([s_base + k + 1, x_cell(k, j)])
+                app_lo.append(glue_at)
+                app_hi.append(glue_at + 1)
+        app_cell.append(s_base + n + 2)
+        app_child.append([s_base + n + 1, -1])
+        app_lo.append(eos_at)
+        app_hi.append(eos_at + 1)
+        cell_order = [x_cell(i, i + length) for length in range(1, min(n, self.max_span) + 1)
+                      for i in range(0, n - length + 1)] + [s_base + j for j in range(1, n + 3)]
+        position = np.full(s_base + n + 3, -1, dtype=np.int64)
+        position[np.array(cell_order, dtype=np.int64)] = np.arange(len(cell_order))
+        app_cell_arr = np.array(app_cell, dtype=np.int64)
+        by_cell = np.argsort(position[app_cell_arr], kind="stable")
+        rule_tgt = np.concatenate([tgt] + [np.array(s, dtype=np.int64) for s in special_tgt])
+        rule_tgt_off = np.concatenate([tgt_off, tgt_off[-1] + np.cumsum([len(s) for s in special_tgt])]).astype(np.int64)
+        (n_items, item_score, item_cell, n_edges, edge_head, edge_rule, edge_tails,
+         edge_lm) = _hiero_search.search(
+            t, float(w[LM]), s_base + n + 3, np.array(cell_order, dtype=np.int64), app_cell_arr[by_cell],
+            np.array(app_child, dtype=np.int64).reshape(-1, 2)[by_cell],
+            np.array(app_lo, dtype=np.int64)[by_cell], np.array(app_hi, dtype=np.int64)[by_cell],
+            np.array(rules_list, dtype=np.int64), rule_tgt, rule_tgt_off,
+            np.array(static, dtype=np.float64), self.pop_limit)
+        goal_cell = s_base + n + 2
+        goal_items = np.flatnonzero(item_cell == goal_cell)
+        if goal_items.shape[0] != 1:
+            raise RuntimeError(f"{goal_items.shape[0]} goal items")
+        hypergraph = self._forest(int(goal_items[0]), n_items, edge_head, edge_rule, edge_tails, edge_lm,
+                                  n_grammar, local_global, tgt, tgt_off, special_tgt, special_kind,
+                                  rule_tgt_off)
+        best = hypergraph.viterbi(self.weights)
+        return HieroResult(best.text, float(best.score), best.features(), hypergraph)
+
+    # ---- the forest ------------------------------------------------------------------------------
+    def _forest(self, goal, n_items, edge_head, edge_rule, edge_tails, edge_lm, n_grammar, local_global,
+                tgt, tgt_off, special_tgt, special_kind, rule_tgt_off) -> Hypergraph:
+        """The items that reach the goal, renumbered in creation order (children first), and their
+        edges with features and target templates."""
+        reach = np.zeros(n_items, dtype=bool)
+        reach[goal] = True
+        # items are made children first, so one backward sweep marks every item under the goal
+        by_head = np.argsort(edge_head, kind="stable")
+        head_sorted = edge_head[by_head]
+        for item in range(goal, -1, -1):
+            if not reach[item]:
+                continue
+            lo, hi = np.searchsorted(head_sorted, item), np.searchsorted(head_sorted, item, side="right")
+            for e in by_head[lo:hi]:
+                for c in edge_tails[e]:
+                    if c >= 0:
+                        reach[c] = True
+        new_id = np.cumsum(reach) - 1
+        keep = reach[edge_head]
+        edges = by_head[keep[by_head]]
+        n_nodes = int(reach.sum())
+        in_offsets = np.zeros(n_nodes + 1, dtype=np.int64)
+        np.cumsum(np.bincount(new_id[edge_head[edges]], minlength=n_nodes), out=in_offsets[1:])
+        tails, tail_offsets = [], [0]
+        feat_ids, feat_values, feat_offsets = [], [], [0]
+        tmpl, tmpl_offsets = [], [0]
+        table = self.grammar.table
+        for e in edges.tolist():
+            children = [int(c) for c in edge_tails[e] if c >= 0]
+            tails.extend(int(new_id[c]) for c in children)
+            tail_offsets.append(len(tails))
+            rule = int(edge_rule[e])
+            features = np.zeros(len(FEATURE_NAMES))
+            features[LM] = edge_lm[e]
+            if rule < n_grammar:
+                g = int(local_global[rule])
+                features[WP] = -self._words[g]
+                features[PP] = 1.0
+                features[TM0:TM0 + 4] = self._tm[g]
+                syms = table.tgt_syms[table.tgt_off[g]:table.tgt_off[g + 1]].tolist()
+                tmpl.extend(syms)      # words, and -1 / -2 for tail 0 / 1 (its non-terminals)
+            else:
+                kind, values = special_kind[rule - n_grammar]
+                for k, v in values.items():
+                    features[k] = v
+                if kind[0] == "oov":
+                    tmpl.append(self.vocab.add(kind[1]))
+                elif kind[0] == "glue":
+                    tmpl.extend([-1, -2])
+                elif kind[0] == "eos":
+                    tmpl.append(-1)
+            tmpl_offsets.append(len(tmpl))
+            nonzero = np.flatnonzero(features)
+            feat_ids.extend(nonzero.tolist())
+            feat_values.extend(features[nonzero].tolist())
+            feat_offsets.append(len(feat_ids))
+        return Hypergraph(self.space, self.vocab, n_nodes, in_offsets, tail_offsets, tails, feat_offsets,
+                          feat_ids, feat_values, tmpl_offsets, tmpl)

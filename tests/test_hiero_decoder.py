@@ -1,0 +1,186 @@
+"""The Hiero chart decoder (minismt.decode.hiero) against brute-force enumeration
+(tests/hiero_decoder_reference.py) on small random grammars with a small LM:
+
+* without pruning, the best score equals the best derivation's and the forest holds exactly the
+  derivations the reference enumerates (yields and scores);
+* with pruning, the forest's Viterbi is the decoder's 1-best and every k-best entry's features
+  recompute its score;
+* an all-unknown sentence, an empty line.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+import pytest
+
+from hiero_decoder_reference import FEATURE_NAMES, Rule, enumerate_derivations
+from minismt.corpus import Vocabulary
+from minismt.decode.hiero import HieroDecoder
+from minismt.extract.hiero_grammar import HieroGrammar
+from minismt.extract.hiero_table import HieroTable
+from minismt.lm import LanguageModel, estimate_kn
+
+SRC = ["a", "b", "c", "d"]
+TGT = ["w", "x", "y", "z"]
+
+
+def grammar_of(rules: list[Rule]) -> HieroGrammar:
+    """A HieroGrammar holding ``rules`` (grouped by source side, as the decoder expects)."""
+    src_vocab, tgt_vocab = Vocabulary(), Vocabulary()
+
+    def encode(side, vocab):
+        return [-s if isinstance(s, int) else vocab.add(s) for s in side]
+
+    encoded = [(encode(r.source, src_vocab), encode(r.target, tgt_vocab), r.scores) for r in rules]
+    encoded.sort(key=lambda e: e[0])
+    src = [e[0] for e in encoded]
+    source_offsets = [0] + [k + 1 for k in range(len(src) - 1) if src[k] != src[k + 1]] + [len(src)]
+
+    def flat(sides):
+        offsets = np.cumsum([0] + [len(s) for s in sides]).astype(np.int64)
+        return np.array([x for s in sides for x in s], dtype=np.int32), offsets
+
+    src_syms, src_off = flat(src)
+    tgt_syms, tgt_off = flat([e[1] for e in encoded])
+    table = HieroTable(src_syms, src_off, tgt_syms, tgt_off, np.zeros((0, 2), dtype=np.int16),
+                       np.zeros(len(encoded) + 1, dtype=np.int64), np.array([e[2] for e in encoded]),
+                       np.zeros((len(encoded), 3)))
+    return HieroGrammar(table, src_vocab, tgt_vocab, np.array(source_offsets, dtype=np.int64),
+                        np.zeros(1, dtype=np.int64), np.zeros(0, dtype=np.int32))
+
+
+def random_rules(rng: np.random.Generator, n_rules: int) -> list[Rule]:
+    rules = set()
+    while len(rules) < n_rules:
+        shape = rng.integers(0, 4)
+        if shape == 0:                       # a phrase pair
+            source = tuple(rng.choice(SRC, size=int(rng.integers(1, 3))))
+            target = tuple(rng.choice(TGT, size=int(rng.integers(1, 3))))
+        elif shape == 1:                     # one non-terminal
+            source = tuple(rng.choice(SRC, size=1)) + (1,)
+            if rng.random() < 0.5:
+                source = source[::-1]
+            target = tuple(rng.choice(TGT, size=int(rng.integers(0, 2)))) + (1,)
+            if rng.random() < 0.5 or len(target) == 1:
+                target = target[::-1] + (str(rng.choice(TGT)),)
+        else:                                # two non-terminals, straight or crossed
+            source = (1, str(rng.choice(SRC)), 2)
+            nts = (1, 2) if rng.random() < 0.5 else (2, 1)
+            target = (nts[0], str(rng.choice(TGT)), nts[1])
+        scores = tuple(float(x) for x in rng.uniform(0.05, 1.0, size=4))
+        rules.add(Rule(source, target, scores))
+    return sorted(rules, key=repr)
+
+
+@pytest.fixture(scope="module")
+def lm():
+    rng = np.random.default_rng(5)
+    lines = [" ".join(rng.choice(TGT, size=int(rng.integers(1, 8)))) for _ in range(200)]
+    return LanguageModel.from_model(estimate_kn(lines, order=3, discount_fallback=True))
+
+
+def _weights(rng) -> dict[str, float]:
+    base = {"UnknownWordPenalty0_0": 1.0, "WordPenalty0_0": -1.0, "PhrasePenalty0_0": 0.2,
+            "TranslationModel0_0": 0.2, "TranslationModel0_1": 0.2, "TranslationModel0_2": 0.2,
+            "TranslationModel0_3": 0.2, "TranslationModel1_0": 1.0, "LM0_0": 0.5}
+    return {k: v * float(rng.uniform(0.5, 1.5)) for k, v in base.items()}
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_unpruned_search_equals_every_derivation(lm, seed):
+    rng = np.random.default_rng(seed)
+    rules = random_rules(rng, int(rng.integers(4, 12)))
+    sentence = list(rng.choice(SRC + ["q"], size=int(rng.integers(1, 5))))
+    weights = _weights(rng)
+    max_span = int(rng.integers(2, 6))
+    expected = enumerate_derivations(sentence, rules, lm, weights, max_span=max_span)
+    decoder = HieroDecoder(grammar_of(rules), lm, weights, table_limit_=0, pop_limit=10**9,
+                           max_span=max_span)
+    result = decoder.decode(sentence)
+    best = max(expected, key=lambda d: d.score)
+    assert result.score == pytest.approx(best.score, abs=1e-6)
+    # the forest holds every derivation: the same multiset of (yield, score)
+    forest = result.hypergraph.kbest(len(expected) + 5, decoder.weights)
+    assert len(forest.scores) == len(expected)
+    ours = Counter((text, round(float(s), 6)) for text, s in zip(forest.texts, forest.scores))
+    theirs = Counter((" ".join(d.words), round(d.score, 6)) for d in expected)
+    assert ours == theirs
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_pruned_forest_viterbi_is_the_one_best(lm, seed):
+    rng = np.random.default_rng(100 + seed)
+    rules = random_rules(rng, 20)
+    sentence = list(rng.choice(SRC + ["q"], size=int(rng.integers(3, 9))))
+    weights = _weights(rng)
+    decoder = HieroDecoder(grammar_of(rules), lm, weights, table_limit_=3, pop_limit=int(rng.integers(1, 6)))
+    result = decoder.decode(sentence)
+    best = result.hypergraph.viterbi(decoder.weights)
+    assert best.score == pytest.approx(result.score, abs=1e-9) and best.text == result.best
+    kbest = result.hypergraph.kbest(20, decoder.weights)
+    assert len(kbest) >= 1 and kbest.scores[0] == pytest.approx(result.score, abs=1e-9)
+    names = list(FEATURE_NAMES)
+    for derivation in kbest:
+        features = derivation.features()
+        assert set(features) <= set(names) and features["PhrasePenalty0_0"] >= 3
+        assert sum(decoder.weights[names.index(k)] * v for k, v in features.items()) == \
+            pytest.approx(derivation.score, abs=1e-9)
+
+
+def test_unknown_words_and_empty_line(lm):
+    rules = [Rule(("a",), ("w",), (0.5, 0.5, 0.5, 0.5))]
+    decoder = HieroDecoder(grammar_of(rules), lm)
+    result = decoder.decode(["zz", "yy"])
+    assert result.best == "zz yy"
+    assert result.features["UnknownWordPenalty0_0"] == -200.0
+    assert result.features["WordPenalty0_0"] == -4.0
+    empty = decoder.decode([])
+    assert empty.best == ""
+    assert empty.features["WordPenalty0_0"] == -2.0
+    assert empty.features["LM0_0"] == pytest.approx(np.log(10) * lm.score("", bos=True, eos=True))
+
+
+@pytest.mark.slow
+def test_moses_hiero_anchor_sentences(tmp_path):
+    """The Moses Hiero anchor (fixtures/moses/m30k-hiero): our rules from the alignment Moses' were
+    made from (minismt train --aligner hmm, 374,641 links), our LM, the untuned weights, pop limit
+    1000 and Moses' span limit 20: the 1-best of the 5 fixture sentences is Moses' and so is the
+    model score of each (Moses' n-best list's first entry)."""
+    from conftest import shared_path
+    from corpora.fetch import fetch
+    from minismt.corpus import Alignment, TokenArray
+    from minismt.extract.hiero_grammar import build_grammars
+    from minismt.io import read_lines
+    from minismt.manifest import HIERO_DEFAULT_WEIGHTS
+    from minismt.train import Trainer, TrainingConfig
+    fixture = shared_path("fixtures", "moses", "m30k-hiero")
+    corpus = shared_path("corpora", "multi30k")
+    if not (fixture / "test5.src").is_file() or not corpus.is_dir():
+        pytest.skip("the m30k-hiero fixture or the Multi30k corpus is missing")
+    fetch("multi30k-de-en", tmp_path / "data", from_dir=corpus, progress=False)
+    trainer = Trainer(TrainingConfig(src=str(tmp_path / "data" / "train.src"),
+                                     tgt=str(tmp_path / "data" / "train.tgt"), out=str(tmp_path / "m"),
+                                     aligner="hmm", progress=False))
+    trainer.prepare()
+    assert trainer.align().info["links"] == 374_641
+    trainer.lm()
+    model = tmp_path / "m"
+    src_vocab, tgt_vocab = Vocabulary(), Vocabulary()
+    src = TokenArray.from_sentences(read_lines(model / "corpus" / "train.src"), src_vocab)
+    tgt = TokenArray.from_sentences(read_lines(model / "corpus" / "train.tgt"), tgt_vocab)
+    sentences = read_lines(fixture / "test5.src")
+    grammar = build_grammars(src, tgt, Alignment.read(model / "align" / "aligned.grow-diag-final-and"),
+                             src_vocab, tgt_vocab, {"test5": sentences})[0]["test5"]
+    lm = LanguageModel.from_arpa(model / "lm" / "lm.4.arpa")
+    decoder = HieroDecoder(grammar, lm, HIERO_DEFAULT_WEIGHTS, pop_limit=1000, max_span=20)
+    moses_best = read_lines(fixture / "test5.1best.out")
+    moses_scores = {}
+    for line in read_lines(fixture / "nbest100.txt"):
+        fields = line.split(" ||| ")
+        moses_scores.setdefault(int(fields[0]), float(fields[-1]))
+    for i, sentence in enumerate(sentences):
+        result = decoder.decode(sentence)
+        assert result.best == moses_best[i].strip()
+        assert result.score == pytest.approx(moses_scores[i], abs=1e-3)
