@@ -201,13 +201,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 _SETTING_FLAGS = {"stack_size": "--stack", "beam_threshold": "--beam-threshold", "distortion_limit": "--distortion-limit",
                   "kbest": "--kbest", "sparse_features": "--sparse-features",
-                  "word_pair_vocabulary": "--word-pair-vocabulary", "jobs": "--jobs"}
+                  "word_pair_vocabulary": "--word-pair-vocabulary", "jobs": "--jobs",
+                  "pop_limit": "--pop-limit", "max_chart_span": "--max-chart-span"}
 
 
 def _decoder_settings(args, **values):
     """The command's :class:`~minismt.decode.DecoderSettings`; a bad value's error names its flag."""
+    hiero = {name: getattr(args, name) for name in ("pop_limit", "max_chart_span") if hasattr(args, name)}
     return DecoderSettings.from_options(_SETTING_FLAGS, stack_size=args.stack, sparse_features=args.sparse_features,
-                                        word_pair_vocabulary=args.word_pair_vocabulary, jobs=args.jobs, **values)
+                                        word_pair_vocabulary=args.word_pair_vocabulary, jobs=args.jobs, **hiero,
+                                        **values)
 
 
 _SPARSE_HELP = ("emit sparse features for large-scale tuning, comma-separated: rule-id (one indicator per "
@@ -226,12 +229,19 @@ def _decode_command(args) -> int:
                                  beam_threshold=args.beam_threshold, distortion_limit=args.distortion_limit)
     if args.kbest and not args.kbest_out:
         raise InputError("--kbest needs --kbest-out FILE")
-    manifest = load_manifest(args.model, kind="phrase")
+    manifest = load_manifest(args.model)
     sentences = read_lines(args.input)
+    grammar = None
+    if manifest.get("model") == "hiero":
+        from minismt.decode.hiero import grammar_for
+        if settings.sparse_features:
+            raise InputError("--sparse-features with a Hiero model", expected="a phrase-based model "
+                             "(the Hiero decoder's sparse rule features are not there yet)")
+        grammar = grammar_for(args.model, sentences, args.input)
     weights = dict(manifest["default_weights"])
     if args.weights:
         given = read_weights(args.weights)
-        _check_decode_weights(args.weights, given, settings.sparse_features)
+        _check_decode_weights(args.weights, given, settings.sparse_features, manifest["features"])
         weights.update(given)
     check_writable_file(args.output, "--output")
     if args.kbest_out:
@@ -240,7 +250,8 @@ def _decode_command(args) -> int:
         check_writable_dir(args.hypergraph_dir, "--hypergraph-dir")
     space = FeatureSpace(manifest["features"])
     w = space.weights(weights)  # the k-best list's space grows from this one: sparse names of the file first
-    job = DecodeJob(args.model, settings, *named_weights(space, w), hypergraph_dir=args.hypergraph_dir)
+    job = DecodeJob(args.model, settings, *named_weights(space, w), hypergraph_dir=args.hypergraph_dir,
+                    grammar=grammar)
     if args.hypergraph_dir:
         os.makedirs(args.hypergraph_dir, exist_ok=True)
     executor = None
@@ -256,19 +267,19 @@ def _decode_command(args) -> int:
     return 0
 
 
-def _check_decode_weights(path: str, weights: dict, sparse_features: tuple[str, ...]) -> None:
+def _check_decode_weights(path: str, weights: dict, sparse_features: tuple[str, ...],
+                          feature_names: list[str]) -> None:
     """Every name of a --weights file is one of the model's features or of an enabled sparse family;
     an error names the file and the line."""
-    from minismt.decode.model import FEATURE_NAMES
     from minismt.decode.sparse import family_of
     from minismt.features import weight_line
     for name in weights:
-        if name in FEATURE_NAMES:
+        if name in feature_names:
             continue
         family = family_of(name)
         if family is None:
             raise InputError(f"unknown feature name {name!r}", path, weight_line(path, name),
-                             expected="one of " + " ".join(FEATURE_NAMES) + " or a sparse feature")
+                             expected="one of " + " ".join(feature_names) + " or a sparse feature")
         if family not in sparse_features:
             raise InputError(f"weight of the sparse feature {name!r}, but the decoder's {family} features are off",
                              path, weight_line(path, name), expected=f"--sparse-features including {family}")
@@ -306,6 +317,12 @@ def _add_decode(sub) -> None:
     p.add_argument("--sparse-features", default=None, metavar="LIST",
                    help=_SPARSE_HELP + ". Their weights come from --weights by name (weight 0 if not given)")
     p.add_argument("--word-pair-vocabulary", type=int, default=None, metavar="N", help=_VOCABULARY_HELP)
+    p.add_argument("--pop-limit", type=int, default=DecoderSettings.pop_limit, metavar="N",
+                   help="Hiero models: cube pruning's pops per chart cell (default 200, as cdec; Moses' "
+                        "chart decoder pops 1000)")
+    p.add_argument("--max-chart-span", type=int, default=DecoderSettings.max_chart_span, metavar="N",
+                   help="Hiero models: the longest span a rule-table rule covers (default 10, Chiang 2007; "
+                        "Moses uses 20); glue rules cover any span")
     p.add_argument("--jobs", type=int, default=DecoderSettings.jobs, metavar="N",
                    help=f"decoding processes (default {DecoderSettings.jobs})")
     p.add_argument("--dask-scheduler", metavar="ADDRESS",

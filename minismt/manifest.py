@@ -72,11 +72,9 @@ def load_manifest(model_dir: str | os.PathLike, kind: str | None = None) -> dict
                          expected="a manifest written by a finished 'minismt train'")
     found = manifest.get("model", "phrase")
     if kind is not None and found != kind:
-        if found == "hiero":
-            raise InputError("a Hiero model: minismt's chart decoder is not there yet; decode or tune it "
-                             "with Moses' chart decoder and the moses.ini of each grammar "
-                             "(MODEL/grammars/NAME/moses.ini)", path)
-        raise InputError(f"a {found} model", path, expected=f"a {kind} model")
+        names = {"phrase": "phrase-based", "hiero": "Hiero"}
+        raise InputError(f"a {names.get(found, found)} model", path,
+                         expected=f"a {names.get(kind, kind)} model")
     return manifest
 
 

@@ -57,6 +57,7 @@ class DecodeJob:
     names: tuple[str, ...] = ()
     hypergraph_dir: str | None = None
     return_hypergraph: bool = False  # send each search graph back (Hypergraph.to_portable)
+    grammar: str | None = None       # a Hiero model's grammar (the input set's), None for phrase-based
     weights_digest: str = field(init=False, default="")
 
     def __post_init__(self):
@@ -77,7 +78,7 @@ class DecodeJob:
         self.weights_digest = digest.hexdigest()
 
     def key(self) -> tuple:
-        return self.model_dir, self.settings.search_key(), self.weights_digest
+        return self.model_dir, self.grammar, self.settings.search_key(), self.weights_digest
 
 
 def named_weights(space: FeatureSpace, weights) -> tuple[np.ndarray, tuple[str, ...]]:
@@ -180,6 +181,8 @@ def stop_pool(pool: ProcessPoolExecutor, grace: float = 2.0) -> None:
 def _decoder(job: DecodeJob):
     key = job.key()
     decoder = _DECODERS.get(key)
+    if decoder is None and job.grammar is not None:
+        decoder = _DECODERS[key] = _hiero_decoder(job)
     if decoder is None:
         from minismt.decode import Decoder, PhraseModel
         model = _MODELS.get(job.model_dir)
@@ -195,6 +198,21 @@ def _decoder(job: DecodeJob):
             _DECODERS.pop(next(iter(_DECODERS)))
         _DECODERS[key] = decoder
     return decoder
+
+
+def _hiero_decoder(job: DecodeJob):
+    from minismt.decode.hiero import HieroDecoder, load_model
+    model = _MODELS.get((job.model_dir, job.grammar))
+    if model is None:
+        _MODELS.clear()
+        model = _MODELS[(job.model_dir, job.grammar)] = load_model(job.model_dir, job.grammar)
+    grammar, lm, _ = model
+    weights = None if job.weights is None else dict(zip(job.names, job.weights.tolist()))
+    settings = job.settings
+    if len(_DECODERS) >= 8:
+        _DECODERS.pop(next(iter(_DECODERS)))
+    return HieroDecoder(grammar, lm, weights, table_limit_=settings.table_limit,
+                        pop_limit=settings.pop_limit, max_span=settings.max_chart_span)
 
 
 def decode_chunk(job: DecodeJob, indices: Sequence[int], sentences: Sequence[str]) -> list[SentenceOutput]:

@@ -382,7 +382,8 @@ class Trainer:
         }
         sizes = self.records["hiero"].info.get("rules", {})
         self.manifest["grammars"] = {
-            name: {"source": os.path.abspath(path), "input": f"grammars/{name}/input.txt",
+            name: {"source": os.path.abspath(path), "source_sha256": file_sha256(path),
+                   "input": f"grammars/{name}/input.txt",
                    "grammar": f"grammars/{name}/grammar.npz",
                    "rule_table_text": f"grammars/{name}/rule-table.gz", "rules": sizes.get(name)}
             for name, path in zip(self.grammar_names, self.config.grammar_inputs)}

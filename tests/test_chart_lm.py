@@ -46,7 +46,8 @@ class Chart:
         out = self.n
         delta = _chart_lm.apply_rule(t, codes, np.array(children, dtype=np.int64), self.left,
                                      self.left_len, self.right_words, self.right_backoffs,
-                                     self.right_len, self.length, self.complete, out)
+                                     self.right_len, self.length, self.complete, out,
+                                     *_chart_lm.scratch(t.order))
         self.value[out] = delta + sum(self.value[c] for c in children)
         self.n += 1
         return out

@@ -134,12 +134,12 @@ def test_unknown_words_and_empty_line(lm):
     decoder = HieroDecoder(grammar_of(rules), lm)
     result = decoder.decode(["zz", "yy"])
     assert result.best == "zz yy"
-    assert result.features["UnknownWordPenalty0_0"] == -200.0
-    assert result.features["WordPenalty0_0"] == -4.0
+    assert result.feature_dict()["UnknownWordPenalty0_0"] == -200.0
+    assert result.feature_dict()["WordPenalty0_0"] == -4.0
     empty = decoder.decode([])
     assert empty.best == ""
-    assert empty.features["WordPenalty0_0"] == -2.0
-    assert empty.features["LM0_0"] == pytest.approx(np.log(10) * lm.score("", bos=True, eos=True))
+    assert empty.feature_dict()["WordPenalty0_0"] == -2.0
+    assert empty.feature_dict()["LM0_0"] == pytest.approx(np.log(10) * lm.score("", bos=True, eos=True))
 
 
 @pytest.mark.slow

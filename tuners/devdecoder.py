@@ -97,9 +97,19 @@ class MinismtDevDecoder(DevDecoder):
     def __init__(self, model_dir: str, sentences: Sequence[str], settings: DecoderSettings | None = None,
                  executor: Executor | None = None, progress: bool = False, **options):
         self.settings = replace(settings or DecoderSettings(kbest=100), distinct=True, **options)
-        manifest = load_manifest(model_dir, kind="phrase")
+        manifest = load_manifest(model_dir)
         self.model_dir = model_dir
         self.sentences = list(sentences)
+        # a Hiero model decodes with the grammar built for these sentences; it has no forced decoding yet
+        self.grammar = None
+        if manifest.get("model") == "hiero":
+            from minismt.decode.hiero import grammar_for
+            if self.settings.sparse_features:
+                raise InputError("sparse features with a Hiero model",
+                                 expected="a phrase-based model (the Hiero decoder's sparse rule features "
+                                          "are not there yet)")
+            self.grammar = grammar_for(model_dir, self.sentences)
+            self.forces = False
         self.space = FeatureSpace(manifest["features"])
         self.default_weights = self.space.weights(manifest["default_weights"], grow=False)
         self.executor = executor
@@ -121,11 +131,11 @@ class MinismtDevDecoder(DevDecoder):
         search = {name: list(value) if isinstance(value, tuple) else value
                   for name, value in asdict(self.settings).items() if name != "jobs"}
         return {"decoder": "minismt", "model": json_sha256(model), "dev_source": lines_sha256(self.sentences),
-                **search}
+                **({"grammar": self.grammar} if self.grammar is not None else {}), **search}
 
     def _job(self, weights: np.ndarray, settings: DecoderSettings | None = None, **fields) -> DecodeJob:
         w, names = named_weights(self.space, weights)
-        return DecodeJob(self.model_dir, settings or self.settings, w, names, **fields)
+        return DecodeJob(self.model_dir, settings or self.settings, w, names, grammar=self.grammar, **fields)
 
     def _executor(self) -> Executor | None:
         """The caller's executor, or a process pool kept for the decoder's lifetime (workers load

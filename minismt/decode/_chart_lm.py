@@ -37,29 +37,35 @@ def _copy_state(words, backoffs, length, out_words, out_backoffs):
     return length
 
 
+def scratch(order: int) -> tuple[np.ndarray, np.ndarray]:
+    """The work space :func:`apply_rule` needs for an LM of ``order``."""
+    n_ctx = max(order - 1, 1)
+    return np.empty((5, n_ctx), dtype=np.int32), np.empty((4, n_ctx), dtype=np.float64)
+
+
 @njit(cache=True)
 def apply_rule(t, target, children, item_left, item_left_len, item_right_words, item_right_backoffs,
-               item_right_len, item_length, item_complete, out):
+               item_right_len, item_length, item_complete, out, scratch_ints, scratch_floats):
     """The LM score a rule application adds, writing the new item's state at index ``out``.
 
     ``target``: the rule's target side: LM word ids (``t.bos`` may only come first), ``-1 - k`` for
     the item of non-terminal ``k`` (``children[k]``, an index into the ``item_*`` arrays).  Returns
-    ``V(new) - sum_k V(children[k])`` (log10)."""
+    ``V(new) - sum_k V(children[k])`` (log10).  ``scratch_*``: work space (:func:`scratch`)."""
     n_ctx = item_right_words.shape[1]
-    state_w = np.empty(n_ctx, dtype=np.int32)
-    state_b = np.empty(n_ctx, dtype=np.float64)
-    next_w = np.empty(n_ctx, dtype=np.int32)
-    next_b = np.empty(n_ctx, dtype=np.float64)
-    est_w_a = np.empty(n_ctx, dtype=np.int32)
-    est_b_a = np.empty(n_ctx, dtype=np.float64)
-    est_w_b = np.empty(n_ctx, dtype=np.int32)
-    est_b_b = np.empty(n_ctx, dtype=np.float64)
+    state_w = scratch_ints[0]
+    next_w = scratch_ints[1]
+    est_w_a = scratch_ints[2]
+    est_w_b = scratch_ints[3]
+    new_left = scratch_ints[4]
+    state_b = scratch_floats[0]
+    next_b = scratch_floats[1]
+    est_b_a = scratch_floats[2]
+    est_b_b = scratch_floats[3]
     state_w[:] = -1
     state_b[:] = 0.0
     state_len = 0
     emitted = 0          # words of the new item so far
     complete = False
-    new_left = np.empty(n_ctx, dtype=np.int32)
     new_left[:] = -1
     new_left_len = 0
     delta = 0.0

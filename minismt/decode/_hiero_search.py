@@ -61,7 +61,8 @@ def _same_state(a, b, left, left_len, right, right_len, complete):
 
 @njit(cache=True)
 def _apply(t, app, rank, k1, k2, app_child, app_rules_lo, rules, rule_tgt, rule_tgt_off, cell_off,
-           cell_items, left, left_len, right_w, right_b, right_len, length, complete, out, children):
+           cell_items, left, left_len, right_w, right_b, right_len, length, complete, out, children,
+           scratch_ints, scratch_floats):
     """Apply candidate (app, rule rank, child ranks) into item slot ``out``; returns the rule and
     the log10 LM score the application adds (``children`` receives the child items)."""
     rule = rules[app_rules_lo[app] + rank]
@@ -72,7 +73,8 @@ def _apply(t, app, rank, k1, k2, app_child, app_rules_lo, rules, rule_tgt, rule_
         else:
             children[k] = -1
     delta = apply_rule(t, rule_tgt[rule_tgt_off[rule]:rule_tgt_off[rule + 1]], children, left,
-                       left_len, right_w, right_b, right_len, length, complete, out)
+                       left_len, right_w, right_b, right_len, length, complete, out, scratch_ints,
+                       scratch_floats)
     return rule, delta
 
 
@@ -113,6 +115,8 @@ def search(t, weights_lm, n_cells, cell_order, app_cell, app_child, app_rules_lo
     cell_items = np.zeros(1024, dtype=np.int64)
     n_cell_items = 0
     children = np.full(2, -1, dtype=np.int64)
+    scratch_ints = np.empty((5, n_ctx), dtype=np.int32)
+    scratch_floats = np.empty((4, n_ctx), dtype=np.float64)
     w_lm = weights_lm * LN10
     next_app = 0
     n_apps = app_cell.shape[0]
@@ -144,7 +148,7 @@ def search(t, weights_lm, n_cells, cell_order, app_cell, app_child, app_rules_lo
                                 item_score, item_cell)
             rule, delta = _apply(t, a, 0, 0, 0, app_child, app_rules_lo, rules, rule_tgt, rule_tgt_off,
                                  cell_off, cell_items, left, left_len, right_w, right_b, right_len,
-                                 length, complete, n_items, children)
+                                 length, complete, n_items, children, scratch_ints, scratch_floats)
             score = rule_static[rule] + w_lm * delta
             for k in range(2):
                 if children[k] >= 0:
@@ -165,7 +169,8 @@ def search(t, weights_lm, n_cells, cell_order, app_cell, app_child, app_rules_lo
                                 item_score, item_cell)
             rule, delta = _apply(t, a, rank, k1, k2, app_child, app_rules_lo, rules, rule_tgt,
                                  rule_tgt_off, cell_off, cell_items, left, left_len, right_w, right_b,
-                                 right_len, length, complete, n_items, children)
+                                 right_len, length, complete, n_items, children, scratch_ints,
+                                 scratch_floats)
             score = -neg
             h = _state_hash(left[n_items], left_len[n_items], right_w[n_items], right_len[n_items],
                             complete[n_items])
@@ -217,7 +222,8 @@ def search(t, weights_lm, n_cells, cell_order, app_cell, app_child, app_rules_lo
                 seen[key] = True
                 rule, delta = _apply(t, a, nr, n1, n2, app_child, app_rules_lo, rules, rule_tgt,
                                      rule_tgt_off, cell_off, cell_items, left, left_len, right_w,
-                                     right_b, right_len, length, complete, n_items, children)
+                                     right_b, right_len, length, complete, n_items, children,
+                                     scratch_ints, scratch_floats)
                 score = rule_static[rule] + w_lm * delta
                 for k in range(2):
                     if children[k] >= 0:
@@ -244,3 +250,21 @@ def _grow_items(cap, left, left_len, right_w, right_b, right_len, length, comple
     return (grow_rows(left, cap), grow(left_len, cap), grow_rows(right_w, cap), grow_rows(right_b, cap),
             grow(right_len, cap), grow(length, cap), grow(complete, cap), grow(item_score, cap),
             grow(item_cell, cap))
+
+
+@njit(cache=True)
+def reachable(goal, n_items, edge_head, edge_tails):
+    """The items under ``goal`` (items are numbered children first, so one sweep down suffices)."""
+    order = np.argsort(edge_head, kind="mergesort")
+    first = np.searchsorted(edge_head[order], np.arange(n_items + 1))
+    reach = np.zeros(n_items, dtype=np.bool_)
+    reach[goal] = True
+    for item in range(goal, -1, -1):
+        if not reach[item]:
+            continue
+        for q in range(first[item], first[item + 1]):
+            e = order[q]
+            for k in range(2):
+                if edge_tails[e, k] >= 0:
+                    reach[edge_tails[e, k]] = True
+    return reach

@@ -28,7 +28,7 @@ Viterbi derivation is the 1-best, with the same score.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
 import numpy as np
@@ -59,12 +59,17 @@ MAX_NONTERMINALS = 2
 
 @dataclass
 class HieroResult:
-    """The 1-best translation of a sentence, its model score and features, and the forest."""
+    """The 1-best translation of a sentence, its model score, its dense features (over
+    :data:`FEATURE_NAMES`) and sparse ones (``{name: value}``), and the forest."""
 
     best: str
     score: float
-    features: dict[str, float]
+    features: np.ndarray
     hypergraph: Hypergraph
+    sparse: dict = field(default_factory=dict)
+
+    def feature_dict(self) -> dict[str, float]:
+        return dict(zip(FEATURE_NAMES, self.features.tolist()))
 
 
 class HieroDecoder:
@@ -212,67 +217,90 @@ class HieroDecoder:
         if goal_items.shape[0] != 1:
             raise RuntimeError(f"{goal_items.shape[0]} goal items")
         hypergraph = self._forest(int(goal_items[0]), n_items, edge_head, edge_rule, edge_tails, edge_lm,
-                                  n_grammar, local_global, tgt, tgt_off, special_tgt, special_kind,
-                                  rule_tgt_off)
+                                  n_grammar, local_global, special_tgt, special_kind)
         best = hypergraph.viterbi(self.weights)
-        return HieroResult(best.text, float(best.score), best.features(), hypergraph)
+        return HieroResult(best.text, float(best.score), best.dense()[:len(FEATURE_NAMES)], hypergraph)
+
+    def full_weights(self) -> np.ndarray:
+        """The weights over :attr:`space` (the dense features)."""
+        return self.weights.copy()
 
     # ---- the forest ------------------------------------------------------------------------------
     def _forest(self, goal, n_items, edge_head, edge_rule, edge_tails, edge_lm, n_grammar, local_global,
-                tgt, tgt_off, special_tgt, special_kind, rule_tgt_off) -> Hypergraph:
+                special_tgt, special_kind) -> Hypergraph:
         """The items that reach the goal, renumbered in creation order (children first), and their
         edges with features and target templates."""
-        reach = np.zeros(n_items, dtype=bool)
-        reach[goal] = True
-        # items are made children first, so one backward sweep marks every item under the goal
-        by_head = np.argsort(edge_head, kind="stable")
-        head_sorted = edge_head[by_head]
-        for item in range(goal, -1, -1):
-            if not reach[item]:
-                continue
-            lo, hi = np.searchsorted(head_sorted, item), np.searchsorted(head_sorted, item, side="right")
-            for e in by_head[lo:hi]:
-                for c in edge_tails[e]:
-                    if c >= 0:
-                        reach[c] = True
+        reach = _hiero_search.reachable(goal, n_items, edge_head, edge_tails)
         new_id = np.cumsum(reach) - 1
-        keep = reach[edge_head]
-        edges = by_head[keep[by_head]]
+        edges = np.flatnonzero(reach[edge_head])
+        edges = edges[np.argsort(edge_head[edges], kind="stable")]
         n_nodes = int(reach.sum())
         in_offsets = np.zeros(n_nodes + 1, dtype=np.int64)
         np.cumsum(np.bincount(new_id[edge_head[edges]], minlength=n_nodes), out=in_offsets[1:])
-        tails, tail_offsets = [], [0]
-        feat_ids, feat_values, feat_offsets = [], [], [0]
-        tmpl, tmpl_offsets = [], [0]
+        tails = edge_tails[edges]
+        present = tails >= 0
+        tail_offsets = np.zeros(edges.shape[0] + 1, dtype=np.int64)
+        np.cumsum(present.sum(axis=1), out=tail_offsets[1:])
+        # the local rules' features and target templates: the grammar's, then the special rules
         table = self.grammar.table
-        for e in edges.tolist():
-            children = [int(c) for c in edge_tails[e] if c >= 0]
-            tails.extend(int(new_id[c]) for c in children)
-            tail_offsets.append(len(tails))
-            rule = int(edge_rule[e])
-            features = np.zeros(len(FEATURE_NAMES))
-            features[LM] = edge_lm[e]
-            if rule < n_grammar:
-                g = int(local_global[rule])
-                features[WP] = -self._words[g]
-                features[PP] = 1.0
-                features[TM0:TM0 + 4] = self._tm[g]
-                syms = table.tgt_syms[table.tgt_off[g]:table.tgt_off[g + 1]].tolist()
-                tmpl.extend(syms)      # words, and -1 / -2 for tail 0 / 1 (its non-terminals)
-            else:
-                kind, values = special_kind[rule - n_grammar]
-                for k, v in values.items():
-                    features[k] = v
-                if kind[0] == "oov":
-                    tmpl.append(self.vocab.add(kind[1]))
-                elif kind[0] == "glue":
-                    tmpl.extend([-1, -2])
-                elif kind[0] == "eos":
-                    tmpl.append(-1)
-            tmpl_offsets.append(len(tmpl))
-            nonzero = np.flatnonzero(features)
-            feat_ids.extend(nonzero.tolist())
-            feat_values.extend(features[nonzero].tolist())
-            feat_offsets.append(len(feat_ids))
-        return Hypergraph(self.space, self.vocab, n_nodes, in_offsets, tail_offsets, tails, feat_offsets,
-                          feat_ids, feat_values, tmpl_offsets, tmpl)
+        n_special = len(special_tgt)
+        features = np.zeros((n_grammar + n_special, len(FEATURE_NAMES)))
+        features[:n_grammar, WP] = -self._words[local_global]
+        features[:n_grammar, PP] = 1.0
+        features[:n_grammar, TM0:TM0 + 4] = self._tm[local_global]
+        templates, template_off = take_ranges(table.tgt_syms, table.tgt_off, local_global)
+        special_templates = []
+        for k, (kind, values) in enumerate(special_kind):
+            for column, value in values.items():
+                features[n_grammar + k, column] = value
+            special_templates.append({"oov": lambda: [self.vocab.add(kind[1])], "bos": lambda: [],
+                                      "glue": lambda: [-1, -2], "eos": lambda: [-1]}[kind[0]]())
+        templates = np.concatenate([templates.astype(np.int64)] +
+                                   [np.array(tp, dtype=np.int64) for tp in special_templates])
+        template_off = np.concatenate([template_off, template_off[-1] + np.cumsum(
+            [len(tp) for tp in special_templates], dtype=np.int64)]).astype(np.int64)
+        edge_features = features[edge_rule[edges]]
+        edge_features[:, LM] = edge_lm[edges]
+        rows, columns = np.nonzero(edge_features)
+        feat_offsets = np.zeros(edges.shape[0] + 1, dtype=np.int64)
+        np.cumsum(np.bincount(rows, minlength=edges.shape[0]), out=feat_offsets[1:])
+        tmpl, tmpl_offsets = take_ranges(templates, template_off, edge_rule[edges])
+        return Hypergraph(self.space, self.vocab, n_nodes, in_offsets, tail_offsets,
+                          new_id[tails[present]], feat_offsets, columns, edge_features[rows, columns],
+                          tmpl_offsets, tmpl)
+
+
+# ---- a trained model folder -------------------------------------------------------------------------
+
+def grammar_for(model_dir, sentences: Sequence[str], path=None) -> str:
+    """The name of the grammar of a Hiero model folder built for ``sentences`` (the lines of
+    ``path``): the one whose input file had the same bytes, else the one whose preprocessed input
+    has the same lines; else an InputError saying how to get one."""
+    import os
+    from minismt.io import file_sha256, read_lines
+    from minismt.manifest import load_manifest
+    manifest = load_manifest(model_dir, kind="hiero")
+    grammars = manifest.get("grammars", {})
+    digest = file_sha256(path) if path is not None else None
+    for name, entry in grammars.items():
+        if digest is not None and entry.get("source_sha256") == digest:
+            return name
+    lines = [" ".join(s.split()) for s in sentences]
+    for name, entry in grammars.items():
+        if read_lines(os.path.join(model_dir, entry["input"])) == lines:
+            return name
+    raise InputError("the Hiero model has no grammar for these sentences", path,
+                     expected="an input file given to 'minismt train --hiero --grammar-for' "
+                              f"(this model has grammars for: {', '.join(sorted(grammars)) or 'none'})")
+
+
+def load_model(model_dir, grammar: str) -> tuple[HieroGrammar, LanguageModel, dict]:
+    """The grammar ``grammar`` of a Hiero model folder, its LM and its manifest."""
+    import os
+    from minismt.manifest import load_manifest
+    manifest = load_manifest(model_dir, kind="hiero")
+    entry = manifest.get("grammars", {}).get(grammar)
+    if entry is None:
+        raise InputError(f"no grammar {grammar!r} in the Hiero model", os.path.join(model_dir, "manifest.json"))
+    return (HieroGrammar.load(os.path.join(model_dir, entry["grammar"])),
+            LanguageModel.from_arpa(os.path.join(model_dir, manifest["files"]["lm_arpa"])), manifest)

@@ -53,7 +53,10 @@ class DecoderSettings:
     a comma-separated string); ``word_pair_vocabulary``: with the ``word-pair`` family, keep only the
     pairs of two words among the N most frequent source and target words of the training corpus
     (the APRO paper's 500; None: every aligned pair); ``jobs``: decoding processes (results do not
-    depend on it). A bad value is an :class:`InputError` naming it.
+    depend on it). For a Hiero model: ``pop_limit``, cube pruning's pops per chart cell (cdec's
+    200; Moses' chart decoder pops 1000), ``max_chart_span``, the longest span a rule-table rule
+    covers (Chiang's 10; Moses' 20) and ``table_limit``, the rules kept per source side (Moses'
+    20; 0 keeps all). A bad value is an :class:`InputError` naming it.
     """
 
     stack_size: int = 200
@@ -64,6 +67,9 @@ class DecoderSettings:
     sparse_features: tuple[str, ...] = ()
     word_pair_vocabulary: int | None = None
     jobs: int = 1
+    pop_limit: int = 200
+    max_chart_span: int = 10
+    table_limit: int = 20
 
     def __post_init__(self):
         for name, value in _checked(self.__dict__, {}).items():
@@ -81,10 +87,11 @@ class DecoderSettings:
     def search_key(self) -> tuple:
         """What decides a decoder's search (not the list size or the processes)."""
         return (self.stack_size, self.beam_threshold, self.distortion_limit, self.sparse_features,
-                self.word_pair_vocabulary)
+                self.word_pair_vocabulary, self.pop_limit, self.max_chart_span, self.table_limit)
 
 
-_INTEGERS = {"stack_size": 1, "kbest": 0, "jobs": 1}  # the smallest value of each integer field
+_INTEGERS = {"stack_size": 1, "kbest": 0, "jobs": 1, "pop_limit": 1, "max_chart_span": 1,
+             "table_limit": 0}  # the smallest value of each integer field
 
 
 def check_integer(value, label: str, low: int | None = None) -> int:
