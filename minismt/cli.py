@@ -285,6 +285,15 @@ def _check_decode_weights(path: str, weights: dict, sparse_features: tuple[str, 
                              path, weight_line(path, name), expected=f"--sparse-features including {family}")
 
 
+def _add_hiero_search_options(p) -> None:
+    p.add_argument("--pop-limit", type=int, default=DecoderSettings.pop_limit, metavar="N",
+                   help="Hiero models: cube pruning's pops per chart cell (default 200, as cdec; Moses' "
+                        "chart decoder pops 1000)")
+    p.add_argument("--max-chart-span", type=int, default=DecoderSettings.max_chart_span, metavar="N",
+                   help="Hiero models: the longest span a rule-table rule covers (default 10, Chiang 2007; "
+                        "Moses uses 20); glue rules cover any span")
+
+
 def _add_decode(sub) -> None:
     p = sub.add_parser(
         "decode", help="translate with a trained phrase-based model (1-best, k-best, hypergraphs)",
@@ -317,12 +326,7 @@ def _add_decode(sub) -> None:
     p.add_argument("--sparse-features", default=None, metavar="LIST",
                    help=_SPARSE_HELP + ". Their weights come from --weights by name (weight 0 if not given)")
     p.add_argument("--word-pair-vocabulary", type=int, default=None, metavar="N", help=_VOCABULARY_HELP)
-    p.add_argument("--pop-limit", type=int, default=DecoderSettings.pop_limit, metavar="N",
-                   help="Hiero models: cube pruning's pops per chart cell (default 200, as cdec; Moses' "
-                        "chart decoder pops 1000)")
-    p.add_argument("--max-chart-span", type=int, default=DecoderSettings.max_chart_span, metavar="N",
-                   help="Hiero models: the longest span a rule-table rule covers (default 10, Chiang 2007; "
-                        "Moses uses 20); glue rules cover any span")
+    _add_hiero_search_options(p)
     p.add_argument("--jobs", type=int, default=DecoderSettings.jobs, metavar="N",
                    help=f"decoding processes (default {DecoderSettings.jobs})")
     p.add_argument("--dask-scheduler", metavar="ADDRESS",
@@ -494,6 +498,7 @@ def _add_tune(sub) -> None:
     p.add_argument("--sparse-features", default=None, metavar="LIST",
                    help="--decoder minismt: " + _SPARSE_HELP + ". Their weights start at 0 (or from --init)")
     p.add_argument("--word-pair-vocabulary", type=int, default=None, metavar="N", help=_VOCABULARY_HELP)
+    _add_hiero_search_options(p)
     p.add_argument("--jobs", type=int, default=DecoderSettings.jobs, metavar="N",
                    help=f"decoding processes ({DecoderSettings.jobs})")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
