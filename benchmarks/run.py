@@ -48,6 +48,7 @@ BENCHMARKS = {
     "first-hour": "first_hour",
     "moses-tuning-speed": "moses_tuning_speed",
     "hiero-grammar": "hiero_grammar",
+    "hiero-decode": "hiero_decode",
 }
 
 

@@ -613,3 +613,28 @@ def test_local_corpus_errors_name_the_users_files(tmp_path, capsys, damage, file
     where = str(data / file) + (f":{line}" if line else "")
     assert f"{where}: {message}" in err and "work" not in err.replace(str(tmp_path), "")
     assert not (tmp_path / "work").exists()
+
+
+def test_hiero_pipeline(tmp_path):
+    """[train] model = "hiero": minismt train --hiero with grammars for the dev and test sets, tuning
+    (MERT on k-best lists and hypergraph MERT on the chart decoder's forests) and the test set
+    decoded with the tuned weights, all with minismt's chart decoder; the search-graph figure says
+    it is not drawn for Hiero forests."""
+    text = tiny_text(tuners='["mert", "hg-mert"]', seeds="1", iterations=2).replace(
+        "[train]\nlm_order = 3", "[train]\nlm_order = 3\nmodel = \"hiero\"")
+    config = load_config(write_config(tmp_path, text))
+    assert config.train["model"] == "hiero"
+    report = Pipeline(config, progress=False, echo=False).run()
+    on_disk = json.loads((tmp_path / "report" / "report.json").read_text())
+    model = next(tmp_path.glob("work/train-*/model"))
+    manifest = json.loads((model / "manifest.json").read_text())
+    assert manifest["model"] == "hiero" and sorted(manifest["grammars"]) == ["dev", "test"]
+    untuned = on_disk["baseline"]["test"]["bleu"]
+    for tuner in ("mert", "hg-mert"):
+        run = on_disk["tuners"][tuner]["runs"][0]
+        assert len(run["weights"]) == 9 and "TranslationModel1_0" in run["weights"]
+        assert 0 < run["test"]["bleu"] <= 100
+    assert max(on_disk["tuners"][t]["runs"][0]["test"]["bleu"] for t in ("mert", "hg-mert")) > untuned
+    figure = on_disk["figures"]["hypergraph"]
+    assert figure["file"] is None and "Hiero" in figure["error"]
+    assert report is not None

@@ -183,6 +183,9 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "aligner": Key("fast-align", _aligner, "word aligner: 'fast-align' (IBM Model 2 with a "
                        "diagonal prior, as fast_align -d -o -v) or 'hmm' (IBM Model 1 then HMM)"),
         "lowercase": Key(False, _bool, "lowercase the training text"),
+        "model": Key("phrase", _str(choices=("phrase", "hiero")), "'phrase' (phrase-based) or 'hiero' "
+                     "(hierarchical phrase-based, Chiang 2007: minismt train --hiero with grammars for "
+                     "the dev and test sets, decoded by minismt's chart decoder)"),
     },
     "tune": {
         "tuners": Key(None, _tuner_list, "the tuners to run and compare, e.g. [\"mert\", \"pro\"]"),

@@ -40,6 +40,7 @@ import numpy as np
 
 from minismt import __version__
 from minismt.errors import InputError
+from minismt.manifest import load_manifest
 from minismt.io import atomic_write, read_lines
 from minismt.pipeline.significance import paired_bootstrap
 
@@ -624,6 +625,8 @@ def _hypergraph(report, pipeline, model, corpus):
     info = report["tuners"][tuner]
     run = next(r for r in info["runs"] if r["seed"] == info["representative_seed"])
     model_dir = os.path.join(model.folder, model.result["model_dir"])
+    if load_manifest(model_dir).get("model") == "hiero":
+        raise InputError("the search-graph figure is drawn for phrase-based models (not yet for Hiero forests)")
     decoder = Decoder(model_dir, weights=run["weights"], stack_size=pipeline.config.test["stack"])
     result = decoder.decode(sentences[index])
     figure, drawn = search_graph_figure(result, decoder.full_weights(), tuner)

@@ -122,9 +122,18 @@ def _warm_up(spec: dict) -> None:
     decoder's kernels once and caches them, instead of every worker compiling them at the same time."""
     from minismt.parallel import DecodeJob, decode_chunk
     from tuners.runs import tuning_settings
-    sources = read_lines(spec["dev_src"])[:1]
+    sources = read_lines(spec["dev_src"])
     if sources:
-        decode_chunk(DecodeJob(spec["model_dir"], tuning_settings(spec)), [0], sources)
+        decode_chunk(DecodeJob(spec["model_dir"], tuning_settings(spec),
+                               grammar=grammar_of(spec["model_dir"], sources)), [0], sources[:1])
+
+
+def grammar_of(model_dir: str, sentences: list[str]) -> str | None:
+    """The grammar of a Hiero model for ``sentences`` (None for a phrase-based model)."""
+    if load_manifest(model_dir).get("model") != "hiero":
+        return None
+    from minismt.decode.hiero import grammar_for
+    return grammar_for(model_dir, sentences)
 
 
 def _describe(err: BaseException) -> str:
@@ -263,7 +272,10 @@ class Pipeline:
                                     lm_order=t["lm_order"], lowercase=t["lowercase"], max_length=t["max_length"],
                                     max_phrase_length=t["max_phrase_length"], table_limit=t["table_limit"],
                                     ibm1_iterations=t["ibm1_iterations"], hmm_iterations=t["hmm_iterations"],
-                                    aligner=t["aligner"],
+                                    aligner=t["aligner"], model=t["model"],
+                                    grammar_inputs=(os.path.join(corpus.folder, "dev.src"),
+                                                    os.path.join(corpus.folder, "test.src"))
+                                    if t["model"] == "hiero" else (),
                                     progress=self.progress)
             trainer = Trainer(config, log=lambda m: self.log(f"train: {m}"))
             manifest = trainer.run()
@@ -272,7 +284,9 @@ class Pipeline:
                               for name, r in trainer.records.items()},
                     "model_key": json_sha256({name: step["key"] for name, step in manifest["steps"].items()})}
 
-        return self.step("train", "train", {"corpus": corpus.result["digest"], "train": dict(t)}, run)
+        # the model kind joins the key only when it is not the default: earlier runs keep their keys
+        train_key = {k: v for k, v in t.items() if not (k == "model" and v == "phrase")}
+        return self.step("train", "train", {"corpus": corpus.result["digest"], "train": train_key}, run)
 
     def tune_specs(self, corpus: StepOutcome, model: StepOutcome) -> list[dict]:
         """One spec per (tuner, seed); a tuner without randomness has one run (one key) for every seed."""
@@ -409,6 +423,7 @@ class Pipeline:
             systems.setdefault(spec["key"], (f"test {spec['label'][5:]}", spec["outcome"].result["weights"]))
         sources = read_lines(os.path.join(corpus.folder, "test.src"))
         references = read_lines(os.path.join(corpus.folder, "test.tgt"))
+        grammar = grammar_of(model_dir, sources)
         outcomes: dict[str, StepOutcome] = {}
         pending = []
         for name, (label, weights) in systems.items():
@@ -432,13 +447,14 @@ class Pipeline:
             try:
                 if pool is not None and sources:  # start the processes and load the model before any clock
                     began = time.perf_counter()
-                    wait([pool.submit(decode_chunk, DecodeJob(model_dir, settings), [0], sources[:1])
+                    wait([pool.submit(decode_chunk, DecodeJob(model_dir, settings, grammar=grammar), [0],
+                                      sources[:1])
                           for _ in range(s["jobs"])])
                     self.log(f"test: {s['jobs']} decoding processes started in {time.perf_counter() - began:.1f} s")
                 for name, label, parts, key, folder, weights in pending:  # one at a time: each step's own time
                     began = time.perf_counter()
                     outputs = decode_requests(
-                        [(DecodeJob(model_dir, settings, weights),
+                        [(DecodeJob(model_dir, settings, weights, grammar=grammar),
                           range(len(sources)))], sources, executor=pool, jobs=1, progress=self.progress)[0]
                     decoded = time.perf_counter() - began
                     hyps = [o.best for o in outputs]
