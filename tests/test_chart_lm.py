@@ -29,6 +29,7 @@ class Chart:
         self.lm = lm
         self.left = np.full((capacity, n_ctx), -1, dtype=np.int32)
         self.left_len = np.zeros(capacity, dtype=np.int64)
+        self.left_est = np.zeros(capacity)
         self.right_words = np.full((capacity, n_ctx), -1, dtype=np.int32)
         self.right_backoffs = np.zeros((capacity, n_ctx))
         self.right_len = np.zeros(capacity, dtype=np.int64)
@@ -45,7 +46,7 @@ class Chart:
                           for s in target], dtype=np.int64)
         out = self.n
         delta = _chart_lm.apply_rule(t, codes, np.array(children, dtype=np.int64), self.left,
-                                     self.left_len, self.right_words, self.right_backoffs,
+                                     self.left_len, self.left_est, self.right_words, self.right_backoffs,
                                      self.right_len, self.length, self.complete, out,
                                      *_chart_lm.scratch(t.order))
         self.value[out] = delta + sum(self.value[c] for c in children)

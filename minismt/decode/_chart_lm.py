@@ -40,27 +40,25 @@ def _copy_state(words, backoffs, length, out_words, out_backoffs):
 def scratch(order: int) -> tuple[np.ndarray, np.ndarray]:
     """The work space :func:`apply_rule` needs for an LM of ``order``."""
     n_ctx = max(order - 1, 1)
-    return np.empty((5, n_ctx), dtype=np.int32), np.empty((4, n_ctx), dtype=np.float64)
+    return np.empty((3, n_ctx), dtype=np.int32), np.empty((2, n_ctx), dtype=np.float64)
 
 
 @njit(cache=True)
-def apply_rule(t, target, children, item_left, item_left_len, item_right_words, item_right_backoffs,
-               item_right_len, item_length, item_complete, out, scratch_ints, scratch_floats):
+def apply_rule(t, target, children, item_left, item_left_len, item_left_est, item_right_words,
+               item_right_backoffs, item_right_len, item_length, item_complete, out, scratch_ints,
+               scratch_floats):
     """The LM score a rule application adds, writing the new item's state at index ``out``.
 
     ``target``: the rule's target side: LM word ids (``t.bos`` may only come first), ``-1 - k`` for
-    the item of non-terminal ``k`` (``children[k]``, an index into the ``item_*`` arrays).  Returns
+    the item of non-terminal ``k`` (``children[k]``, an index into the ``item_*`` arrays).
+    ``item_left_est``: what an item's left words add to its value (scored from no context).  Returns
     ``V(new) - sum_k V(children[k])`` (log10).  ``scratch_*``: work space (:func:`scratch`)."""
     n_ctx = item_right_words.shape[1]
     state_w = scratch_ints[0]
     next_w = scratch_ints[1]
-    est_w_a = scratch_ints[2]
-    est_w_b = scratch_ints[3]
-    new_left = scratch_ints[4]
+    new_left = scratch_ints[2]
     state_b = scratch_floats[0]
     next_b = scratch_floats[1]
-    est_b_a = scratch_floats[2]
-    est_b_b = scratch_floats[3]
     state_w[:] = -1
     state_b[:] = 0.0
     state_len = 0
@@ -68,6 +66,7 @@ def apply_rule(t, target, children, item_left, item_left_len, item_right_words, 
     complete = False
     new_left[:] = -1
     new_left_len = 0
+    new_left_est = 0.0
     delta = 0.0
     for q in range(target.shape[0]):
         sym = target[q]
@@ -85,6 +84,7 @@ def apply_rule(t, target, children, item_left, item_left_len, item_right_words, 
             if not complete and emitted < n_ctx:
                 new_left[new_left_len] = sym
                 new_left_len += 1
+                new_left_est += logprob
             emitted += 1
             continue
         child = children[-1 - sym]
@@ -96,20 +96,27 @@ def apply_rule(t, target, children, item_left, item_left_len, item_right_words, 
             state_len = _copy_state(item_right_words[child], item_right_backoffs[child],
                                     item_right_len[child], state_w, state_b)
             continue
+        if emitted == 0 and not complete:
+            # nothing precedes the child: its words keep their scores, its left words are ours
+            for k in range(item_left_len[child]):
+                new_left[k] = item_left[child, k]
+            new_left_len = item_left_len[child]
+            new_left_est = item_left_est[child]
+            emitted = item_length[child]
+            state_len = _copy_state(item_right_words[child], item_right_backoffs[child],
+                                    item_right_len[child], state_w, state_b)
+            continue
         # the child's left words: rescored in the new context, minus their score inside the child
-        est_w_a[:] = -1
-        est_b_a[:] = 0.0
-        est_len = 0
+        delta -= item_left_est[child]
         for k in range(item_left_len[child]):
             word = item_left[child, k]
-            inside, _, est_len2 = score_word(t, est_w_a, est_b_a, est_len, word, est_w_b, est_b_b)
-            est_len = _copy_state(est_w_b, est_b_b, est_len2, est_w_a, est_b_a)
             logprob, _, state_len2 = score_word(t, state_w, state_b, state_len, word, next_w, next_b)
             state_len = _copy_state(next_w, next_b, state_len2, state_w, state_b)
-            delta += logprob - inside
+            delta += logprob
             if not complete and emitted < n_ctx:
                 new_left[new_left_len] = word
                 new_left_len += 1
+                new_left_est += logprob
             emitted += 1
         rest = item_length[child] - item_left_len[child]
         if rest > 0:
@@ -120,6 +127,7 @@ def apply_rule(t, target, children, item_left, item_left_len, item_right_words, 
             emitted += rest
     item_left[out, :] = new_left
     item_left_len[out] = 0 if complete else new_left_len
+    item_left_est[out] = 0.0 if complete else new_left_est
     item_right_words[out, :] = state_w
     item_right_backoffs[out, :] = state_b
     item_right_len[out] = state_len

@@ -61,8 +61,8 @@ def _same_state(a, b, left, left_len, right, right_len, complete):
 
 @njit(cache=True)
 def _apply(t, app, rank, k1, k2, app_child, app_rules_lo, rules, rule_tgt, rule_tgt_off, cell_off,
-           cell_items, left, left_len, right_w, right_b, right_len, length, complete, out, children,
-           scratch_ints, scratch_floats):
+           cell_items, left, left_len, left_est, right_w, right_b, right_len, length, complete, out,
+           children, scratch_ints, scratch_floats):
     """Apply candidate (app, rule rank, child ranks) into item slot ``out``; returns the rule and
     the log10 LM score the application adds (``children`` receives the child items)."""
     rule = rules[app_rules_lo[app] + rank]
@@ -73,8 +73,8 @@ def _apply(t, app, rank, k1, k2, app_child, app_rules_lo, rules, rule_tgt, rule_
         else:
             children[k] = -1
     delta = apply_rule(t, rule_tgt[rule_tgt_off[rule]:rule_tgt_off[rule + 1]], children, left,
-                       left_len, right_w, right_b, right_len, length, complete, out, scratch_ints,
-                       scratch_floats)
+                       left_len, left_est, right_w, right_b, right_len, length, complete, out,
+                       scratch_ints, scratch_floats)
     return rule, delta
 
 
@@ -96,6 +96,7 @@ def search(t, weights_lm, n_cells, cell_order, app_cell, app_child, app_rules_lo
     cap = 1024
     left = np.full((cap, n_ctx), -1, dtype=np.int32)
     left_len = np.zeros(cap, dtype=np.int64)
+    left_est = np.zeros(cap, dtype=np.float64)
     right_w = np.full((cap, n_ctx), -1, dtype=np.int32)
     right_b = np.zeros((cap, n_ctx), dtype=np.float64)
     right_len = np.zeros(cap, dtype=np.int64)
@@ -115,20 +116,40 @@ def search(t, weights_lm, n_cells, cell_order, app_cell, app_child, app_rules_lo
     cell_items = np.zeros(1024, dtype=np.int64)
     n_cell_items = 0
     children = np.full(2, -1, dtype=np.int64)
-    scratch_ints = np.empty((5, n_ctx), dtype=np.int32)
-    scratch_floats = np.empty((4, n_ctx), dtype=np.float64)
+    scratch_ints = np.empty((3, n_ctx), dtype=np.int32)
+    scratch_floats = np.empty((2, n_ctx), dtype=np.float64)
     w_lm = weights_lm * LN10
     next_app = 0
     n_apps = app_cell.shape[0]
+    # the candidates of the cell being filled: their key (application, rule rank, child ranks), their
+    # item state as computed when pushed (so that a pop needs no second LM walk), rule, children, LM
+    p_cap = 1024
+    p_key = np.zeros((p_cap, 4), dtype=np.int64)
+    p_rule = np.zeros(p_cap, dtype=np.int64)
+    p_children = np.zeros((p_cap, 2), dtype=np.int64)
+    p_delta = np.zeros(p_cap, dtype=np.float64)
+    p_left = np.zeros((p_cap, n_ctx), dtype=np.int32)
+    p_left_len = np.zeros(p_cap, dtype=np.int64)
+    p_left_est = np.zeros(p_cap, dtype=np.float64)
+    p_right_w = np.zeros((p_cap, n_ctx), dtype=np.int32)
+    p_right_b = np.zeros((p_cap, n_ctx), dtype=np.float64)
+    p_right_len = np.zeros(p_cap, dtype=np.int64)
+    p_length = np.zeros(p_cap, dtype=np.int64)
+    p_complete = np.zeros(p_cap, dtype=np.bool_)
     for cell in cell_order:
         first_app = next_app
         while next_app < n_apps and app_cell[next_app] == cell:
             next_app += 1
-        heap = [(0.0, 0, 0, 0, 0, 0)]
+        heap = [(0.0, 0)]
         heap.pop()
         seen = {(0, 0, 0, 0): True}
         seen.clear()
-        counter = 0
+        n_cand = 0
+        if n_items + 2 >= cap:
+            cap = 2 * cap
+            (left, left_len, left_est, right_w, right_b, right_len, length, complete, item_score,
+             item_cell) = _grow_items(cap, left, left_len, left_est, right_w, right_b, right_len, length,
+                                      complete, item_score, item_cell)
         # the first candidate of every application whose child cells have items
         for a in range(first_app, next_app):
             if app_rules_hi[a] <= app_rules_lo[a]:
@@ -141,36 +162,45 @@ def search(t, weights_lm, n_cells, cell_order, app_cell, app_child, app_rules_lo
             if not ok:
                 continue
             seen[(a, 0, 0, 0)] = True
-            if n_items + 2 >= cap:
-                cap = 2 * cap
-                left, left_len, right_w, right_b, right_len, length, complete, item_score, item_cell = \
-                    _grow_items(cap, left, left_len, right_w, right_b, right_len, length, complete,
-                                item_score, item_cell)
+            if n_cand >= p_cap:
+                p_cap = 2 * p_cap
+                (p_key, p_rule, p_children, p_delta, p_left, p_left_len, p_left_est, p_right_w, p_right_b,
+                 p_right_len, p_length, p_complete) = _grow_pool(
+                    p_cap, p_key, p_rule, p_children, p_delta, p_left, p_left_len, p_left_est, p_right_w,
+                    p_right_b, p_right_len, p_length, p_complete)
             rule, delta = _apply(t, a, 0, 0, 0, app_child, app_rules_lo, rules, rule_tgt, rule_tgt_off,
-                                 cell_off, cell_items, left, left_len, right_w, right_b, right_len,
+                                 cell_off, cell_items, left, left_len, left_est, right_w, right_b, right_len,
                                  length, complete, n_items, children, scratch_ints, scratch_floats)
             score = rule_static[rule] + w_lm * delta
             for k in range(2):
                 if children[k] >= 0:
                     score += item_score[children[k]]
-            heapq.heappush(heap, (-score, counter, a, 0, 0, 0))
-            counter += 1
+            _keep(n_cand, a, 0, 0, 0, rule, delta, children, n_items, left, left_len, left_est, right_w,
+                  right_b, right_len, length, complete, p_key, p_rule, p_children, p_delta, p_left,
+                  p_left_len, p_left_est, p_right_w, p_right_b, p_right_len, p_length, p_complete)
+            heapq.heappush(heap, (-score, n_cand))
+            n_cand += 1
         first_item = n_items
         state_of = {np.uint64(0): 0}
         state_of.clear()
         pops = 0
         while len(heap) > 0 and pops < pop_limit:
-            neg, _, a, rank, k1, k2 = heapq.heappop(heap)
+            neg, p = heapq.heappop(heap)
             pops += 1
             if n_items + 2 >= cap:
                 cap = 2 * cap
-                left, left_len, right_w, right_b, right_len, length, complete, item_score, item_cell = \
-                    _grow_items(cap, left, left_len, right_w, right_b, right_len, length, complete,
-                                item_score, item_cell)
-            rule, delta = _apply(t, a, rank, k1, k2, app_child, app_rules_lo, rules, rule_tgt,
-                                 rule_tgt_off, cell_off, cell_items, left, left_len, right_w, right_b,
-                                 right_len, length, complete, n_items, children, scratch_ints,
-                                 scratch_floats)
+                (left, left_len, left_est, right_w, right_b, right_len, length, complete, item_score,
+                 item_cell) = _grow_items(cap, left, left_len, left_est, right_w, right_b, right_len, length,
+                                          complete, item_score, item_cell)
+            # the candidate's state into the next item slot
+            left[n_items, :] = p_left[p]
+            left_len[n_items] = p_left_len[p]
+            left_est[n_items] = p_left_est[p]
+            right_w[n_items, :] = p_right_w[p]
+            right_b[n_items, :] = p_right_b[p]
+            right_len[n_items] = p_right_len[p]
+            length[n_items] = p_length[p]
+            complete[n_items] = p_complete[p]
             score = -neg
             h = _state_hash(left[n_items], left_len[n_items], right_w[n_items], right_len[n_items],
                             complete[n_items])
@@ -192,12 +222,13 @@ def search(t, weights_lm, n_cells, cell_order, app_cell, app_child, app_rules_lo
                 edge_tails = grow_rows(edge_tails, e_cap)
                 edge_lm = grow(edge_lm, e_cap)
             edge_head[n_edges] = head
-            edge_rule[n_edges] = rule
-            edge_tails[n_edges, 0] = children[0]
-            edge_tails[n_edges, 1] = children[1]
-            edge_lm[n_edges] = LN10 * delta
+            edge_rule[n_edges] = p_rule[p]
+            edge_tails[n_edges, 0] = p_children[p, 0]
+            edge_tails[n_edges, 1] = p_children[p, 1]
+            edge_lm[n_edges] = LN10 * p_delta[p]
             n_edges += 1
             # the neighbours: the next rule of the block, the next item of a child cell
+            a, rank, k1, k2 = p_key[p, 0], p_key[p, 1], p_key[p, 2], p_key[p, 3]
             for move in range(3):
                 nr, n1, n2 = rank, k1, k2
                 if move == 0:
@@ -220,16 +251,26 @@ def search(t, weights_lm, n_cells, cell_order, app_cell, app_child, app_rules_lo
                 if key in seen:
                     continue
                 seen[key] = True
+                if n_cand >= p_cap:
+                    p_cap = 2 * p_cap
+                    (p_key, p_rule, p_children, p_delta, p_left, p_left_len, p_left_est, p_right_w,
+                     p_right_b, p_right_len, p_length, p_complete) = _grow_pool(
+                        p_cap, p_key, p_rule, p_children, p_delta, p_left, p_left_len, p_left_est,
+                        p_right_w, p_right_b, p_right_len, p_length, p_complete)
                 rule, delta = _apply(t, a, nr, n1, n2, app_child, app_rules_lo, rules, rule_tgt,
-                                     rule_tgt_off, cell_off, cell_items, left, left_len, right_w,
+                                     rule_tgt_off, cell_off, cell_items, left, left_len, left_est, right_w,
                                      right_b, right_len, length, complete, n_items, children,
                                      scratch_ints, scratch_floats)
                 score = rule_static[rule] + w_lm * delta
                 for k in range(2):
                     if children[k] >= 0:
                         score += item_score[children[k]]
-                heapq.heappush(heap, (-score, counter, a, nr, n1, n2))
-                counter += 1
+                _keep(n_cand, a, nr, n1, n2, rule, delta, children, n_items, left, left_len, left_est,
+                      right_w, right_b, right_len, length, complete, p_key, p_rule, p_children, p_delta,
+                      p_left, p_left_len, p_left_est, p_right_w, p_right_b, p_right_len, p_length,
+                      p_complete)
+                heapq.heappush(heap, (-score, n_cand))
+                n_cand += 1
         # the cell's items, best first
         n_cell = n_items - first_item
         cell_items = grow(cell_items, n_cell_items + n_cell)
@@ -245,10 +286,11 @@ def search(t, weights_lm, n_cells, cell_order, app_cell, app_child, app_rules_lo
 
 
 @njit(cache=True)
-def _grow_items(cap, left, left_len, right_w, right_b, right_len, length, complete, item_score,
+def _grow_items(cap, left, left_len, left_est, right_w, right_b, right_len, length, complete, item_score,
                 item_cell):
-    return (grow_rows(left, cap), grow(left_len, cap), grow_rows(right_w, cap), grow_rows(right_b, cap),
-            grow(right_len, cap), grow(length, cap), grow(complete, cap), grow(item_score, cap),
+    return (grow_rows(left, cap), grow(left_len, cap), grow(left_est, cap), grow_rows(right_w, cap),
+            grow_rows(right_b, cap), grow(right_len, cap), grow(length, cap), grow(complete, cap),
+            grow(item_score, cap),
             grow(item_cell, cap))
 
 
@@ -268,3 +310,34 @@ def reachable(goal, n_items, edge_head, edge_tails):
                 if edge_tails[e, k] >= 0:
                     reach[edge_tails[e, k]] = True
     return reach
+
+
+@njit(cache=True)
+def _keep(p, a, rank, k1, k2, rule, delta, children, slot, left, left_len, left_est, right_w, right_b,
+          right_len, length, complete, p_key, p_rule, p_children, p_delta, p_left, p_left_len, p_left_est,
+          p_right_w, p_right_b, p_right_len, p_length, p_complete):
+    """Candidate ``p``: its key, rule, children, LM score and the item state computed in ``slot``."""
+    p_key[p, 0] = a
+    p_key[p, 1] = rank
+    p_key[p, 2] = k1
+    p_key[p, 3] = k2
+    p_rule[p] = rule
+    p_children[p, 0] = children[0]
+    p_children[p, 1] = children[1]
+    p_delta[p] = delta
+    p_left[p, :] = left[slot]
+    p_left_len[p] = left_len[slot]
+    p_left_est[p] = left_est[slot]
+    p_right_w[p, :] = right_w[slot]
+    p_right_b[p, :] = right_b[slot]
+    p_right_len[p] = right_len[slot]
+    p_length[p] = length[slot]
+    p_complete[p] = complete[slot]
+
+
+@njit(cache=True)
+def _grow_pool(cap, p_key, p_rule, p_children, p_delta, p_left, p_left_len, p_left_est, p_right_w,
+               p_right_b, p_right_len, p_length, p_complete):
+    return (grow_rows(p_key, cap), grow(p_rule, cap), grow_rows(p_children, cap), grow(p_delta, cap),
+            grow_rows(p_left, cap), grow(p_left_len, cap), grow(p_left_est, cap), grow_rows(p_right_w, cap),
+            grow_rows(p_right_b, cap), grow(p_right_len, cap), grow(p_length, cap), grow(p_complete, cap))
