@@ -27,7 +27,6 @@ Viterbi derivation is the 1-best, with the same score.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
@@ -37,7 +36,8 @@ from minismt.corpus import Vocabulary
 from minismt.decode import _hiero_search
 from minismt.errors import InputError
 from minismt.extract import _grammar_kernels
-from minismt.extract.hiero_export import (DEFAULT_TABLE_LIMIT, feature_values, future_scores,
+from minismt.extract.hiero import DEFAULT_HIERO_OPTIONS
+from minismt.extract.hiero_export import (DEFAULT_TABLE_LIMIT, GLUE_SCORE, feature_values, future_scores,
                                           table_limit)
 from minismt.extract.hiero_grammar import HieroGrammar
 from minismt.extract.hiero_table import side_hashes
@@ -52,9 +52,8 @@ UWP, WP, PP, TM0, GLUE, LM = 0, 1, 2, 3, 7, 8
 DEFAULT_POP_LIMIT = 200
 DEFAULT_MAX_SPAN = 10
 UNKNOWN_PENALTY = -100.0
-GLUE_VALUE = math.log(2.718)
-MAX_SOURCE_SYMBOLS = 5
-MAX_NONTERMINALS = 2
+MAX_SOURCE_SYMBOLS = DEFAULT_HIERO_OPTIONS.max_symbols_source
+MAX_NONTERMINALS = DEFAULT_HIERO_OPTIONS.max_nonterm
 
 
 @dataclass
@@ -178,7 +177,7 @@ class HieroDecoder:
                 app_lo.append(len(rules_list) - 1)
                 app_hi.append(len(rules_list))
         bos = special([t.bos], {WP: -1.0, PP: 1.0}, ("bos",))
-        glue = special([-1, -2], {GLUE: GLUE_VALUE, PP: 1.0}, ("glue",))
+        glue = special([-1, -2], {GLUE: GLUE_SCORE, PP: 1.0}, ("glue",))
         eos = special([-1, t.eos], {WP: -1.0, PP: 1.0}, ("eos",))
         for r in (bos, glue, eos):
             rules_list.append(r)
@@ -253,8 +252,10 @@ class HieroDecoder:
         for k, (kind, values) in enumerate(special_kind):
             for column, value in values.items():
                 features[n_grammar + k, column] = value
-            special_templates.append({"oov": lambda: [self.vocab.add(kind[1])], "bos": lambda: [],
-                                      "glue": lambda: [-1, -2], "eos": lambda: [-1]}[kind[0]]())
+            if kind[0] == "oov":            # the copied word
+                special_templates.append([self.vocab.add(kind[1])])
+            else:                           # <s> and </s> are not in the yield
+                special_templates.append({"bos": [], "glue": [-1, -2], "eos": [-1]}[kind[0]])
         templates = np.concatenate([templates.astype(np.int64)] +
                                    [np.array(tp, dtype=np.int64) for tp in special_templates])
         template_off = np.concatenate([template_off, template_off[-1] + np.cumsum(
