@@ -214,8 +214,9 @@ def _decoder_settings(args, **values):
 
 
 _SPARSE_HELP = ("emit sparse features for large-scale tuning, comma-separated: rule-id (one indicator per "
-                "phrase pair, RuleId_<src words>~<tgt words>), word-pair (the aligned word pairs inside "
-                "the phrase pairs, WordPair_<src>~<tgt>); default: none")
+                "phrase pair or rule, RuleId_<src words>~<tgt words>), word-pair (phrase-based: the aligned "
+                "word pairs inside the phrase pairs, WordPair_<src>~<tgt>), rule-shape, source-bigram, "
+                "target-bigram (Hiero: the rule's shape and the bigrams of its sides, as cdec); default: none")
 _VOCABULARY_HELP = ("with --sparse-features word-pair: only the pairs of two words among the N most frequent "
                     "source and target words of the training corpus (the APRO paper: 500); default: every pair")
 
@@ -234,9 +235,6 @@ def _decode_command(args) -> int:
     grammar = None
     if manifest.get("model") == "hiero":
         from minismt.decode.hiero import grammar_for
-        if settings.sparse_features:
-            raise InputError("--sparse-features with a Hiero model", expected="a phrase-based model "
-                             "(the Hiero decoder's sparse rule features are not there yet)")
         grammar = grammar_for(args.model, sentences, args.input)
     weights = dict(manifest["default_weights"])
     if args.weights:

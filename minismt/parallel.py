@@ -212,7 +212,8 @@ def _hiero_decoder(job: DecodeJob):
     if len(_DECODERS) >= 8:
         _DECODERS.pop(next(iter(_DECODERS)))
     return HieroDecoder(grammar, lm, weights, table_limit_=settings.table_limit,
-                        pop_limit=settings.pop_limit, max_span=settings.max_chart_span)
+                        pop_limit=settings.pop_limit, max_span=settings.max_chart_span,
+                        sparse_features=settings.sparse_features)
 
 
 def decode_chunk(job: DecodeJob, indices: Sequence[int], sentences: Sequence[str]) -> list[SentenceOutput]:

@@ -139,8 +139,10 @@ def test_sparse_feature_option_parsing():
     assert parse_sparse_features(None) == () == parse_sparse_features("") == parse_sparse_features("none")
     assert parse_sparse_features("word-pair,rule-id,word-pair") == BOTH
     assert parse_sparse_features(["word-pair"]) == ("word-pair",)
-    with pytest.raises(InputError, match="unknown sparse feature 'rule-shape'"):
-        parse_sparse_features("rule-id,rule-shape")
+    with pytest.raises(InputError, match="unknown sparse feature 'rule-size'"):
+        parse_sparse_features("rule-id,rule-size")
+    # the Hiero decoder's families parse, and the phrase-based decoder refuses them
+    assert parse_sparse_features("target-bigram,rule-shape") == ("rule-shape", "target-bigram")
 
 
 def test_sparse_weights_need_their_family(system):
@@ -151,6 +153,8 @@ def test_sparse_weights_need_their_family(system):
         Decoder(model, weights={"WordPair_a~b": 1.0}, sparse_features="rule-id")
     with pytest.raises(InputError, match="unknown feature name"):
         Decoder(model, weights={"NoSuch_a": 1.0}, sparse_features=BOTH)
+    with pytest.raises(InputError, match="rule-shape with a phrase-based model"):
+        Decoder(model, sparse_features="rule-id,rule-shape")
     decoder = Decoder(model, weights={"WordPair_a~b": 1.0, "RuleId_a~b": 0.0, "LM0_0": 0.3}, sparse_features=BOTH)
     assert decoder.sparse_weights == {"WordPair_a~b": 1.0} and decoder.weights[FEATURE_NAMES.index("LM0_0")] == 0.3
 

@@ -184,3 +184,41 @@ def test_moses_hiero_anchor_sentences(tmp_path):
         result = decoder.decode(sentence)
         assert result.best == moses_best[i].strip()
         assert result.score == pytest.approx(moses_scores[i], abs=1e-3)
+
+
+def test_sparse_rule_features_on_the_edges(lm):
+    """With sparse rule features, every grammar rule's edge carries its features (as
+    minismt.extract.hiero_features computes them), their weights join the search, the forest's
+    Viterbi under the full weights is the 1-best, and k-best features recompute the scores."""
+    from minismt.extract.hiero_features import FAMILIES, rule_features
+    rng = np.random.default_rng(3)
+    rules = random_rules(rng, 25)
+    grammar = grammar_of(rules)
+    families = list(FAMILIES)
+    plain = HieroDecoder(grammar, lm)
+    found = rule_features(grammar.table, grammar.src_vocab.words, grammar.tgt_vocab.words, families)
+    weights = {name: float(rng.normal(0, 0.3)) for name in found.names[::3]}
+    decoder = HieroDecoder(grammar, lm, weights, sparse_features=families)
+    w = decoder.full_weights()
+    assert len(w) == len(decoder.space) == len(FEATURE_NAMES) + len(set(found.names))
+    sentences = [list(rng.choice(SRC, size=int(rng.integers(3, 7)))) for _ in range(8)]
+    changed = 0
+    for sentence in sentences:
+        result = decoder.decode(sentence)
+        graph = result.hypergraph
+        best = graph.viterbi(w)
+        assert best.score == pytest.approx(result.score, abs=1e-9) and best.text == result.best
+        for derivation in graph.kbest(10, w):
+            assert float(derivation.dense() @ w) == pytest.approx(derivation.score, abs=1e-9)
+        assert any(name.startswith("RuleShape_") for name in result.sparse)
+        changed += plain.decode(sentence).best != result.best
+    assert changed > 0            # the sparse weights change some translations
+    # the features of a grammar edge are its rule's
+    result = decoder.decode(sentences[0])
+    graph = result.hypergraph
+    for e in range(graph.n_edges):
+        feats = graph.edge_features(e)
+        if "TranslationModel0_0" in feats:
+            sparse = {k for k in feats if k not in FEATURE_NAMES}
+            assert any(k.startswith("RuleId_") for k in sparse)
+            assert sum(k.startswith("RuleShape_") for k in sparse) == 1

@@ -116,8 +116,8 @@ def test_user_errors(hiero_model, synthetic, tmp_path, capsys):
     with pytest.raises(InputError, match="a Hiero model .*expected a phrase-based model"):
         load_manifest(hiero_model, kind="phrase")
     assert main(["decode", "--model", str(hiero_model), "--input", str(synthetic / "test.src"),
-                 "--output", str(tmp_path / "out.txt"), "--sparse-features", "rule-id"]) == 2
-    assert "--sparse-features with a Hiero model" in capsys.readouterr().err
+                 "--output", str(tmp_path / "out.txt"), "--sparse-features", "word-pair"]) == 2
+    assert "word-pair with a Hiero model" in capsys.readouterr().err
 
 
 def test_cdec_files_decode_as_moses_with_the_default_weights(hiero_model):

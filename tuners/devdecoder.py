@@ -104,10 +104,6 @@ class MinismtDevDecoder(DevDecoder):
         self.grammar = None
         if manifest.get("model") == "hiero":
             from minismt.decode.hiero import grammar_for
-            if self.settings.sparse_features:
-                raise InputError("sparse features with a Hiero model",
-                                 expected="a phrase-based model (the Hiero decoder's sparse rule features "
-                                          "are not there yet)")
             self.grammar = grammar_for(model_dir, self.sentences)
             self.forces = False
         self.space = FeatureSpace(manifest["features"])

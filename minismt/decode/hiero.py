@@ -34,11 +34,14 @@ import numpy as np
 
 from minismt.corpus import Vocabulary
 from minismt.decode import _hiero_search
+from minismt.decode.settings import HIERO_SPARSE_FEATURES, parse_sparse_features
+from minismt.decode.sparse import split_weights
 from minismt.errors import InputError
 from minismt.extract import _grammar_kernels
 from minismt.extract.hiero import DEFAULT_HIERO_OPTIONS
 from minismt.extract.hiero_export import (DEFAULT_TABLE_LIMIT, GLUE_SCORE, feature_values, future_scores,
                                           table_limit)
+from minismt.extract.hiero_features import rule_features
 from minismt.extract.hiero_grammar import HieroGrammar
 from minismt.extract.hiero_table import side_hashes
 from minismt.extract.phrase_table import take_ranges
@@ -77,10 +80,15 @@ class HieroDecoder:
 
     def __init__(self, grammar: HieroGrammar, lm: LanguageModel, weights: Mapping[str, float] | None = None,
                  table_limit_: int = DEFAULT_TABLE_LIMIT, pop_limit: int = DEFAULT_POP_LIMIT,
-                 max_span: int = DEFAULT_MAX_SPAN):
+                 max_span: int = DEFAULT_MAX_SPAN, sparse_features: Sequence[str] = ()):
         for name, value in (("pop_limit", pop_limit), ("max_span", max_span)):
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
                 raise InputError(f"{name} {value!r}", expected="an integer >= 1")
+        self.sparse_features = parse_sparse_features(tuple(sparse_features))
+        other = [f for f in self.sparse_features if f not in HIERO_SPARSE_FEATURES]
+        if other:
+            raise InputError(f"the sparse features {', '.join(other)} with a Hiero model",
+                             expected=", ".join(HIERO_SPARSE_FEATURES))
         self.grammar = grammar
         self.lm = lm
         self.pop_limit = int(pop_limit)
@@ -88,8 +96,12 @@ class HieroDecoder:
         self.table_limit = table_limit_
         self.space = FeatureSpace(FEATURE_NAMES)
         self.vocab = Vocabulary(grammar.tgt_vocab.words)     # grows with copied unknown words
-        self.weights = np.array([float(dict(HIERO_DEFAULT_WEIGHTS, **(weights or {}))[n])
-                                 for n in FEATURE_NAMES])
+        dense, sparse = split_weights(dict(weights or {}), self.sparse_features, FEATURE_NAMES)
+        unknown = [n for n in dense if n not in HIERO_DEFAULT_WEIGHTS]
+        if unknown:
+            raise InputError(f"unknown feature name {unknown[0]!r}",
+                             expected="one of " + " ".join(FEATURE_NAMES) + " or a sparse rule feature")
+        self.weights = np.array([float(dict(HIERO_DEFAULT_WEIGHTS, **dense)[n]) for n in FEATURE_NAMES])
         table = grammar.table
         self._lm_of_target = lm.vocab_map(grammar.tgt_vocab).astype(np.int64)
         self._tm = feature_values(table.scores)
@@ -97,6 +109,21 @@ class HieroDecoder:
             if len(table) else np.zeros(0, dtype=np.int64)
         self._static = (self._tm @ self.weights[TM0:TM0 + 4] - self.weights[WP] * self._words
                         + self.weights[PP])
+        # sparse rule features: every rule's, as space ids; their weighted sum joins the rule's score
+        self._sparse = None
+        self._sparse_weights = np.zeros(0)
+        if self.sparse_features:
+            found = rule_features(table, grammar.src_vocab.words, grammar.tgt_vocab.words,
+                                  self.sparse_features)
+            ids = np.array([self.space.add(name) for name in found.names], dtype=np.int64)
+            self._sparse = (found.offsets, ids[found.ids], found.values)
+            self._sparse_weights = np.zeros(len(self.space))
+            for name, value in sparse.items():
+                if name in self.space:
+                    self._sparse_weights[self.space.index(name)] = value
+            rows = np.repeat(np.arange(len(table)), np.diff(found.offsets))
+            self._static = self._static + np.bincount(
+                rows, weights=found.values * self._sparse_weights[ids[found.ids]], minlength=len(table))
         # per source side, the rules kept by the table limit, best future score first
         named = dict(zip(FEATURE_NAMES, self.weights))
         kept = table_limit(grammar, named, lm, table_limit_ or 0)
@@ -217,12 +244,17 @@ class HieroDecoder:
             raise RuntimeError(f"{goal_items.shape[0]} goal items")
         hypergraph = self._forest(int(goal_items[0]), n_items, edge_head, edge_rule, edge_tails, edge_lm,
                                   n_grammar, local_global, special_tgt, special_kind)
-        best = hypergraph.viterbi(self.weights)
-        return HieroResult(best.text, float(best.score), best.dense()[:len(FEATURE_NAMES)], hypergraph)
+        best = hypergraph.viterbi(self.full_weights())
+        features = best.features()
+        sparse = {name: value for name, value in features.items() if name not in HIERO_DEFAULT_WEIGHTS}
+        return HieroResult(best.text, float(best.score), best.dense()[:len(FEATURE_NAMES)], hypergraph,
+                           sparse)
 
     def full_weights(self) -> np.ndarray:
-        """The weights over :attr:`space` (the dense features)."""
-        return self.weights.copy()
+        """The weights over :attr:`space`: the dense features, then the sparse rule features."""
+        if self._sparse is None:
+            return self.weights.copy()
+        return np.concatenate([self.weights, self._sparse_weights[len(FEATURE_NAMES):]])
 
     # ---- the forest ------------------------------------------------------------------------------
     def _forest(self, goal, n_items, edge_head, edge_rule, edge_tails, edge_lm, n_grammar, local_global,
@@ -263,12 +295,25 @@ class HieroDecoder:
         edge_features = features[edge_rule[edges]]
         edge_features[:, LM] = edge_lm[edges]
         rows, columns = np.nonzero(edge_features)
+        values = edge_features[rows, columns]
+        if self._sparse is not None:
+            # the sparse features of each edge's rule (none for the special rules)
+            offsets, ids, sparse_values = self._sparse
+            local = edge_rule[edges]
+            grammar_edges = np.flatnonzero(local < n_grammar)
+            rules = local_global[local[grammar_edges]]
+            sparse_ids, sparse_off = take_ranges(ids, offsets, rules)
+            gathered, _ = take_ranges(sparse_values, offsets, rules)
+            rows = np.concatenate([rows, np.repeat(grammar_edges, np.diff(sparse_off))])
+            columns = np.concatenate([columns, sparse_ids])
+            values = np.concatenate([values, gathered])
+            order = np.argsort(rows, kind="stable")
+            rows, columns, values = rows[order], columns[order], values[order]
         feat_offsets = np.zeros(edges.shape[0] + 1, dtype=np.int64)
         np.cumsum(np.bincount(rows, minlength=edges.shape[0]), out=feat_offsets[1:])
         tmpl, tmpl_offsets = take_ranges(templates, template_off, edge_rule[edges])
         return Hypergraph(self.space, self.vocab, n_nodes, in_offsets, tail_offsets,
-                          new_id[tails[present]], feat_offsets, columns, edge_features[rows, columns],
-                          tmpl_offsets, tmpl)
+                          new_id[tails[present]], feat_offsets, columns, values, tmpl_offsets, tmpl)
 
 
 # ---- a trained model folder -------------------------------------------------------------------------

@@ -57,7 +57,7 @@ import numpy as np
 from minismt.errors import InputError
 from minismt.decode import _kernels
 from minismt.decode.model import FEATURE_NAMES, PhraseModel
-from minismt.decode.settings import DecoderSettings, check_integer
+from minismt.decode.settings import PHRASE_SPARSE_FEATURES, DecoderSettings, check_integer
 from minismt.decode.options import LM_COL, ROLE_COLS, collect_options, reference_filter
 from minismt.decode.sparse import SparseFeatureTable, split_weights
 from minismt.hypergraph import Hypergraph
@@ -145,6 +145,10 @@ class Decoder:
                                    distortion_limit=distortion_limit, sparse_features=sparse_features,
                                    word_pair_vocabulary=word_pair_vocabulary)
         self.sparse_features = settings.sparse_features
+        other = [f for f in self.sparse_features if f not in PHRASE_SPARSE_FEATURES]
+        if other:
+            raise InputError(f"the sparse features {', '.join(other)} with a phrase-based model",
+                             expected="rule-id and word-pair (the others are the Hiero decoder's)")
         self.word_pair_vocabulary = settings.word_pair_vocabulary
         weights, sparse_weights = split_weights(weights, self.sparse_features, FEATURE_NAMES, names)
         self.weights = model.weight_vector(weights)

@@ -13,8 +13,12 @@ from typing import Mapping
 
 from minismt.errors import InputError
 
-SPARSE_FEATURES = ("rule-id", "word-pair")
-"""The sparse feature families (:mod:`minismt.decode.sparse`), in their canonical order."""
+SPARSE_FEATURES = ("rule-id", "word-pair", "rule-shape", "source-bigram", "target-bigram")
+"""The sparse feature families, in their canonical order: the phrase-based decoder's rule-id and
+word-pair (:mod:`minismt.decode.sparse`), the Hiero decoder's rule-id, rule-shape, source-bigram and
+target-bigram (:mod:`minismt.extract.hiero_features`)."""
+PHRASE_SPARSE_FEATURES = ("rule-id", "word-pair")
+HIERO_SPARSE_FEATURES = ("rule-id", "rule-shape", "source-bigram", "target-bigram")
 
 
 def parse_sparse_features(value) -> tuple[str, ...]:

@@ -47,9 +47,11 @@ import numpy as np
 
 from minismt.decode.model import FEATURE_NAMES
 from minismt.errors import InputError, finite_number
+from minismt.extract.hiero_features import FAMILIES as HIERO_FAMILIES
 from minismt.features import FeatureSpace, escape_word, unescape_word
 
-LABELS = {"rule-id": "RuleId", "word-pair": "WordPair"}
+LABELS = {"rule-id": "RuleId", "word-pair": "WordPair",
+          **{family: label for family, label in HIERO_FAMILIES.items() if family != "rule-id"}}
 _FAMILY_OF_LABEL = {label: family for family, label in LABELS.items()}
 
 def rule_id_name(source: Sequence[str], target: Sequence[str]) -> str:
