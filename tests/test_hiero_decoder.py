@@ -222,3 +222,19 @@ def test_sparse_rule_features_on_the_edges(lm):
             sparse = {k for k in feats if k not in FEATURE_NAMES}
             assert any(k.startswith("RuleId_") for k in sparse)
             assert sum(k.startswith("RuleShape_") for k in sparse) == 1
+
+
+def test_a_60_word_sentence(lm):
+    """A long sentence: every rule-table span stays within max_span, the glue chains the whole
+    sentence, the forest's Viterbi is the 1-best and each word is translated or copied."""
+    rng = np.random.default_rng(60)
+    rules = random_rules(rng, 20)
+    decoder = HieroDecoder(grammar_of(rules), lm, pop_limit=20)
+    sentence = list(rng.choice(SRC + ["q"], size=60))
+    result = decoder.decode(sentence)
+    features = result.feature_dict()
+    assert features["UnknownWordPenalty0_0"] == -100.0 * sentence.count("q")
+    assert result.best.split().count("q") == sentence.count("q")
+    assert features["TranslationModel1_0"] > 0           # glue rules joined the pieces
+    best = result.hypergraph.viterbi(decoder.full_weights())
+    assert best.text == result.best and best.score == pytest.approx(result.score, abs=1e-9)
