@@ -296,6 +296,11 @@ class TuningRun:
             if start == 0 and not any(matches(name, [pattern]) for name in space.names):
                 self._log_line(f"note: {pattern!r} matches no feature (yet): the features are "
                                + ", ".join(space.dense_names[:6]) + (", ..." if len(space.dense_names) > 6 else ""))
+        if start == 0 and self.tags.needs_reference and not self.decoder.forces:
+            what = type(self.decoder).__name__ + (" with a Hiero model" if getattr(self.decoder, "grammar", None)
+                                                  else "")
+            self._log_line(f"note: the decoder ({what}) cannot force-decode the references: each sentence's "
+                           "hypothesis with the best sentence BLEU+1 stands in for its reference")
         if start == 0 and self.view.active:
             fixed = self.view.fixed_names()
             shown = ", ".join(f"{n} {weights[space.index(n)]:g}" for n in fixed[:12])
