@@ -211,7 +211,7 @@ def _hiero_decoder(job: DecodeJob):
     settings = job.settings
     if len(_DECODERS) >= 8:
         _DECODERS.pop(next(iter(_DECODERS)))
-    return HieroDecoder(grammar, lm, weights, table_limit_=settings.table_limit,
+    return HieroDecoder(grammar, lm, weights, table_limit=settings.table_limit,
                         pop_limit=settings.pop_limit, max_span=settings.max_chart_span,
                         sparse_features=settings.sparse_features)
 

@@ -96,7 +96,7 @@ def test_unpruned_search_equals_every_derivation(lm, seed):
     weights = _weights(rng)
     max_span = int(rng.integers(2, 6))
     expected = enumerate_derivations(sentence, rules, lm, weights, max_span=max_span)
-    decoder = HieroDecoder(grammar_of(rules), lm, weights, table_limit_=0, pop_limit=10**9,
+    decoder = HieroDecoder(grammar_of(rules), lm, weights, table_limit=0, pop_limit=10**9,
                            max_span=max_span)
     result = decoder.decode(sentence)
     best = max(expected, key=lambda d: d.score)
@@ -115,7 +115,7 @@ def test_pruned_forest_viterbi_is_the_one_best(lm, seed):
     rules = random_rules(rng, 20)
     sentence = list(rng.choice(SRC + ["q"], size=int(rng.integers(3, 9))))
     weights = _weights(rng)
-    decoder = HieroDecoder(grammar_of(rules), lm, weights, table_limit_=3, pop_limit=int(rng.integers(1, 6)))
+    decoder = HieroDecoder(grammar_of(rules), lm, weights, table_limit=3, pop_limit=int(rng.integers(1, 6)))
     result = decoder.decode(sentence)
     best = result.hypergraph.viterbi(decoder.weights)
     assert best.score == pytest.approx(result.score, abs=1e-9) and best.text == result.best

@@ -18,7 +18,9 @@ The model (features in the Hiero manifest's order, :data:`FEATURE_NAMES`):
   goal ``S -> S </s>``; ``<s>`` and ``</s>`` are target words (WordPenalty counts them) and every
   rule application, glue included, counts 1 in PhrasePenalty;
 * the LM (ln 10 x log10 probability of ``<s> e </s>``), integrated exactly
-  (:mod:`minismt.decode._chart_lm`).
+  (:mod:`minismt.decode._chart_lm`);
+* with ``sparse_features``, the sparse rule features of :mod:`minismt.extract.hiero_features` on the
+  edges of the rules, weighted in the search (the table limit ranks by the dense features).
 
 Search: :mod:`minismt.decode._hiero_search` (cube pruning with ``pop_limit`` pops per cell,
 recombination on the LM state).  The forest keeps every popped candidate as an edge, so its
@@ -39,8 +41,8 @@ from minismt.decode.sparse import split_weights
 from minismt.errors import InputError
 from minismt.extract import _grammar_kernels
 from minismt.extract.hiero import DEFAULT_HIERO_OPTIONS
-from minismt.extract.hiero_export import (DEFAULT_TABLE_LIMIT, GLUE_SCORE, feature_values, future_scores,
-                                          table_limit)
+from minismt.extract.hiero_export import DEFAULT_TABLE_LIMIT, GLUE_SCORE, feature_values, future_scores
+from minismt.extract.hiero_export import table_limit as moses_table_limit
 from minismt.extract.hiero_features import rule_features
 from minismt.extract.hiero_grammar import HieroGrammar
 from minismt.extract.hiero_table import side_hashes
@@ -79,7 +81,7 @@ class HieroDecoder:
     weights (``{name: value}`` over :data:`FEATURE_NAMES`; missing names take the default)."""
 
     def __init__(self, grammar: HieroGrammar, lm: LanguageModel, weights: Mapping[str, float] | None = None,
-                 table_limit_: int = DEFAULT_TABLE_LIMIT, pop_limit: int = DEFAULT_POP_LIMIT,
+                 table_limit: int = DEFAULT_TABLE_LIMIT, pop_limit: int = DEFAULT_POP_LIMIT,
                  max_span: int = DEFAULT_MAX_SPAN, sparse_features: Sequence[str] = ()):
         for name, value in (("pop_limit", pop_limit), ("max_span", max_span)):
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
@@ -93,7 +95,7 @@ class HieroDecoder:
         self.lm = lm
         self.pop_limit = int(pop_limit)
         self.max_span = int(max_span)
-        self.table_limit = table_limit_
+        self.table_limit = table_limit
         self.space = FeatureSpace(FEATURE_NAMES)
         self.vocab = Vocabulary(grammar.tgt_vocab.words)     # grows with copied unknown words
         dense, sparse = split_weights(dict(weights or {}), self.sparse_features, FEATURE_NAMES)
@@ -126,7 +128,7 @@ class HieroDecoder:
                 rows, weights=found.values * self._sparse_weights[ids[found.ids]], minlength=len(table))
         # per source side, the rules kept by the table limit, best future score first
         named = dict(zip(FEATURE_NAMES, self.weights))
-        kept = table_limit(grammar, named, lm, table_limit_ or 0)
+        kept = moses_table_limit(grammar, named, lm, table_limit or 0)
         future = future_scores(grammar, named, lm, kept)
         source = np.searchsorted(grammar.source_offsets, kept, side="right") - 1
         order = np.lexsort((kept, -future, source))
