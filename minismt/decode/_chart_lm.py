@@ -78,8 +78,9 @@ def apply_rule(t, target, children, item_left, item_left_len, item_left_est, ite
                 complete = True
                 emitted += 1
                 continue
-            logprob, _, state_len2 = score_word(t, state_w, state_b, state_len, sym, next_w, next_b)
-            state_len = _copy_state(next_w, next_b, state_len2, state_w, state_b)
+            logprob, _, state_len = score_word(t, state_w, state_b, state_len, sym, next_w, next_b)
+            state_w, next_w = next_w, state_w
+            state_b, next_b = next_b, state_b
             delta += logprob
             if not complete and emitted < n_ctx:
                 new_left[new_left_len] = sym
@@ -110,8 +111,9 @@ def apply_rule(t, target, children, item_left, item_left_len, item_left_est, ite
         delta -= item_left_est[child]
         for k in range(item_left_len[child]):
             word = item_left[child, k]
-            logprob, _, state_len2 = score_word(t, state_w, state_b, state_len, word, next_w, next_b)
-            state_len = _copy_state(next_w, next_b, state_len2, state_w, state_b)
+            logprob, _, state_len = score_word(t, state_w, state_b, state_len, word, next_w, next_b)
+            state_w, next_w = next_w, state_w
+            state_b, next_b = next_b, state_b
             delta += logprob
             if not complete and emitted < n_ctx:
                 new_left[new_left_len] = word
