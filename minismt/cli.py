@@ -169,11 +169,13 @@ def _add_train(sub) -> None:
                    help="train a hierarchical phrase-based model (Chiang 2007) instead: rules with up "
                         "to 2 non-terminals from initial phrase pairs of up to 10 words, scored as "
                         "Moses' score + consolidate, kept where a --grammar-for sentence can use them "
-                        "(MODEL/grammars/NAME/: grammar.npz, Moses' rule-table.gz and a moses.ini "
-                        "for Moses' chart decoder; MODEL/model/glue-grammar)")
+                        "(MODEL/grammars/NAME/: grammar.npz, Moses' rule-table.gz, a moses.ini "
+                        "for Moses' chart decoder and cdec's files in cdec/; MODEL/model/glue-grammar); "
+                        "minismt decode and tune use it with minismt's chart decoder")
     p.add_argument("--grammar-for", action="append", default=[], metavar="FILE",
-                   help="with --hiero: a source text (dev or test set, preprocessed as the corpus) "
-                        "to build a grammar for, named after the file; repeat for each set")
+                   help="with --hiero: a source text (a dev or test set) to build a grammar for, "
+                        "named after the file (--tokenize and --lowercase apply to it as to the "
+                        "corpus); repeat for each set")
     p.add_argument("--quiet", action="store_true", help="no progress bars or step log on stderr")
     p.set_defaults(run=_train_command)
 
