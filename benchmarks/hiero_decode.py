@@ -7,7 +7,9 @@ Both decoders run one thread with Moses' settings: rule spans up to 20 words, ta
 limit 200 (``quick``: 3,000 training pairs, the first 100 sentences).  Reported: BLEU (sacrebleu on the tokenised
 lowercased text), source words per second over the decoding time (ours: the sum of the
 per-sentence times, model loading excluded; Moses: its ``Translation took`` lines, as the anchor
-measured), their ratio, and how many 1-best translations are the same.  The anchor's numbers:
+measured), their ratio, how many 1-best translations are the same, the forests' sizes (edges per
+sentence), hypergraph MERT's line search over the first 100 forests (seconds per direction), and
+our speed and forest sizes at pop limit 1000 on the first 100 sentences.  The anchor's numbers:
 BLEU 39.11 at 301 words/s (pop limit 200); the goal is 3x Moses' speed.
 """
 
@@ -25,6 +27,39 @@ MOSES = SHARED / "tools" / "moses" / "bin" / "moses"
 ANCHOR = {"bleu_p200": 39.11, "words_per_second_p200": 301.1}
 POP_LIMIT = 200
 MAX_SPAN = 20
+FOREST_SENTENCES = 100      # forests kept for the line-search timing
+POP_1000_SENTENCES = 100
+
+
+def _spread(values) -> dict:
+    import numpy as np
+    values = np.asarray(values, dtype=np.float64)
+    return {"mean": round(float(values.mean()), 1), "median": float(np.median(values)),
+            "max": int(values.max())}
+
+
+def _line_search(forests, references, weights) -> dict:
+    """Hypergraph MERT's line searches (the envelope semiring over every derivation, then the BLEU
+    sweep) over the forests, along the 9 axes and 6 random directions from the decoding weights:
+    seconds per direction."""
+    import numpy as np
+    from minismt.hypergraph import ForestData
+    from minismt.metrics import BleuReferences
+    from tuners.hgmert import _Forests
+    from tuners.search import SMOOTH
+    data = ForestData(forests, range(len(forests)), BleuReferences([[r] for r in references]))
+    n = weights.shape[0]
+    rng = np.random.default_rng(0)
+    random = rng.standard_normal((6, n))
+    directions = np.concatenate([np.eye(n), random / np.linalg.norm(random, axis=1, keepdims=True)])
+    prepared = _Forests(data)
+    prepared.searches(prepared.intercepts(weights), directions[:2], SMOOTH["none"])   # compile
+    started = time.perf_counter()
+    prepared.searches(prepared.intercepts(weights), directions, SMOOTH["none"])
+    seconds = time.perf_counter() - started
+    return {"forests": len(forests), "edges": int(sum(f.n_edges for f in forests)),
+            "directions": int(directions.shape[0]),
+            "seconds_per_direction": round(seconds / directions.shape[0], 4)}
 
 
 def run(quick: bool = False) -> dict:
@@ -52,11 +87,15 @@ def run(quick: bool = False) -> dict:
                                max_span=MAX_SPAN)
         setup = time.perf_counter() - started
         decoder.decode(sources[0])                       # numba's kernels compiled or loaded
-        ours, seconds = [], 0.0
-        for sentence in sources:
+        ours, seconds, edges, forests = [], 0.0, [], []
+        for i, sentence in enumerate(sources):
             started = time.perf_counter()
-            ours.append(decoder.decode(sentence).best)
+            decoded = decoder.decode(sentence)
             seconds += time.perf_counter() - started
+            ours.append(decoded.best)
+            edges.append(decoded.hypergraph.n_edges)
+            if i < FOREST_SENTENCES:
+                forests.append(decoded.hypergraph)
         words = sum(len(s.split()) for s in sources)
         result = {
             "sentences": len(sources), "words": words, "pop_limit": POP_LIMIT, "max_chart_span": MAX_SPAN,
@@ -65,7 +104,20 @@ def run(quick: bool = False) -> dict:
                      "seconds": round(seconds, 1), "words_per_second": round(words / seconds, 1),
                      "setup_seconds": round(setup, 1)},
             "anchor": ANCHOR,
+            "forest_edges_per_sentence": _spread(edges),
+            "line_search": _line_search(forests, references[:len(forests)], decoder.full_weights()),
         }
+        # pop limit 1000 on the first sentences: speed and forest size
+        few = sources[:POP_1000_SENTENCES]
+        decoder_1000 = HieroDecoder(grammar, lm, manifest["default_weights"], pop_limit=1000,
+                                    max_span=MAX_SPAN)
+        decoder_1000.decode(few[0])
+        started = time.perf_counter()
+        edges_1000 = [decoder_1000.decode(sentence).hypergraph.n_edges for sentence in few]
+        seconds_1000 = time.perf_counter() - started
+        few_words = sum(len(s.split()) for s in few)
+        result["pop_1000"] = {"sentences": len(few), "words_per_second": round(few_words / seconds_1000, 1),
+                              "forest_edges_per_sentence": _spread(edges_1000)}
         if MOSES.is_file():
             done = subprocess.run([str(MOSES), "-f", str(model / "grammars" / "input" / "moses.ini"),
                                    "-threads", "1", "-cube-pruning-pop-limit", str(POP_LIMIT),
