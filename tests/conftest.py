@@ -25,6 +25,28 @@ def moses_system(tmp_path_factory) -> tuple[Path, Path]:
     return synthetic_system(tmp_path_factory, n_pairs=1000, seed=3, dev=20, test=5)
 
 
+@pytest.fixture(scope="session")
+def synthetic_corpus(tmp_path_factory) -> Path:
+    """A synthetic corpus of 3,000 training pairs (seed 11) with its dev and test sets, made once."""
+    from corpora.synthetic import write_synthetic
+    folder = tmp_path_factory.mktemp("synth")
+    write_synthetic(folder, n_pairs=3000, seed=11)
+    return folder
+
+
+@pytest.fixture(scope="session")
+def hiero_system(synthetic_corpus, tmp_path_factory) -> tuple[Path, Path]:
+    """``minismt train --hiero`` on :func:`synthetic_corpus` with grammars for its dev and test sets
+    (3-gram LM), trained once: ``(data folder, model folder)``."""
+    from minismt.cli import main
+    model = tmp_path_factory.mktemp("hiero") / "model"
+    assert main(["train", "--src", str(synthetic_corpus / "train.src"), "--tgt",
+                 str(synthetic_corpus / "train.tgt"), "--out", str(model), "--lm-order", "3", "--hiero",
+                 "--grammar-for", str(synthetic_corpus / "dev.src"), "--grammar-for",
+                 str(synthetic_corpus / "test.src"), "--quiet"]) == 0
+    return synthetic_corpus, model
+
+
 @pytest.fixture
 def shared():
     """The ../shared folder (fixtures, corpora); skips when it is absent."""

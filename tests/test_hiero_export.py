@@ -19,8 +19,6 @@ import numpy as np
 import pytest
 
 from conftest import shared_path
-from corpora.synthetic import write_synthetic
-from minismt.cli import main
 from minismt.errors import InputError
 from minismt.extract.grammar import NT, read_cdec_rules
 from minismt.extract.hiero_export import (CDEC_GLUE, cdec_weights, future_scores, table_limit,
@@ -36,13 +34,8 @@ WEIGHTS = {"UnknownWordPenalty0_0": 1.0, "WordPenalty0_0": -1.0, "PhrasePenalty0
 
 
 @pytest.fixture(scope="module")
-def system(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("synth")
-    write_synthetic(folder, n_pairs=3000, seed=11)
-    model = folder / "model"
-    assert main(["train", "--src", str(folder / "train.src"), "--tgt", str(folder / "train.tgt"),
-                 "--out", str(model), "--lm-order", "3", "--hiero", "--grammar-for",
-                 str(folder / "test.src"), "--quiet"]) == 0
+def system(hiero_system):
+    folder, model = hiero_system
     manifest = load_manifest(model)
     entry = manifest["grammars"]["test"]
     grammar = HieroGrammar.load(model / entry["grammar"])

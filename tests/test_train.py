@@ -10,7 +10,6 @@ import pytest
 
 from conftest import shared_path
 
-from corpora.synthetic import write_synthetic
 from minismt.cli import main
 from minismt.corpus import Alignment
 from minismt.errors import InputError
@@ -21,10 +20,8 @@ from plugins.moses.ini import flatten_weights, read_moses_ini_weights
 
 
 @pytest.fixture(scope="module")
-def synthetic(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("synth")
-    write_synthetic(folder, n_pairs=3000, seed=11)
-    return folder
+def synthetic(synthetic_corpus):
+    return synthetic_corpus
 
 
 @pytest.fixture(scope="module")

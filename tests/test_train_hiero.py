@@ -11,7 +11,6 @@ import pytest
 import sacrebleu
 
 from conftest import shared_path
-from corpora.synthetic import write_synthetic
 from minismt.cli import main
 from minismt.errors import InputError
 from minismt.extract.hiero_grammar import GLUE_GRAMMAR, HieroGrammar
@@ -21,20 +20,13 @@ from plugins.moses.ini import flatten_weights, read_moses_ini_weights
 
 
 @pytest.fixture(scope="module")
-def synthetic(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("synth")
-    write_synthetic(folder, n_pairs=3000, seed=11)
-    return folder
+def synthetic(synthetic_corpus):
+    return synthetic_corpus
 
 
 @pytest.fixture(scope="module")
-def hiero_model(synthetic, tmp_path_factory):
-    out = tmp_path_factory.mktemp("hiero") / "model"
-    assert main(["train", "--src", str(synthetic / "train.src"), "--tgt", str(synthetic / "train.tgt"),
-                 "--out", str(out), "--lm-order", "3", "--hiero", "--grammar-for",
-                 str(synthetic / "dev.src"), "--grammar-for", str(synthetic / "test.src"),
-                 "--quiet"]) == 0
-    return out
+def hiero_model(hiero_system):
+    return hiero_system[1]
 
 
 def test_model_folder_and_manifest(hiero_model, synthetic):

@@ -193,14 +193,9 @@ def search(t, weights_lm, n_cells, cell_order, app_cell, app_child, app_rules_lo
                  item_cell) = _grow_items(cap, left, left_len, left_est, right_w, right_b, right_len, length,
                                           complete, item_score, item_cell)
             # the candidate's state into the next item slot
-            left[n_items, :] = p_left[p]
-            left_len[n_items] = p_left_len[p]
-            left_est[n_items] = p_left_est[p]
-            right_w[n_items, :] = p_right_w[p]
-            right_b[n_items, :] = p_right_b[p]
-            right_len[n_items] = p_right_len[p]
-            length[n_items] = p_length[p]
-            complete[n_items] = p_complete[p]
+            _copy_item(p_left, p_left_len, p_left_est, p_right_w, p_right_b, p_right_len, p_length,
+                       p_complete, p, left, left_len, left_est, right_w, right_b, right_len, length,
+                       complete, n_items)
             score = -neg
             h = _state_hash(left[n_items], left_len[n_items], right_w[n_items], right_len[n_items],
                             complete[n_items])
@@ -325,14 +320,22 @@ def _keep(p, a, rank, k1, k2, rule, delta, children, slot, left, left_len, left_
     p_children[p, 0] = children[0]
     p_children[p, 1] = children[1]
     p_delta[p] = delta
-    p_left[p, :] = left[slot]
-    p_left_len[p] = left_len[slot]
-    p_left_est[p] = left_est[slot]
-    p_right_w[p, :] = right_w[slot]
-    p_right_b[p, :] = right_b[slot]
-    p_right_len[p] = right_len[slot]
-    p_length[p] = length[slot]
-    p_complete[p] = complete[slot]
+    _copy_item(left, left_len, left_est, right_w, right_b, right_len, length, complete, slot, p_left,
+               p_left_len, p_left_est, p_right_w, p_right_b, p_right_len, p_length, p_complete, p)
+
+
+@njit(cache=True, inline="always")
+def _copy_item(left, left_len, left_est, right_w, right_b, right_len, length, complete, i, to_left,
+               to_left_len, to_left_est, to_right_w, to_right_b, to_right_len, to_length, to_complete, j):
+    """Item state ``i`` of the first arrays into slot ``j`` of the second (items and candidates)."""
+    to_left[j, :] = left[i]
+    to_left_len[j] = left_len[i]
+    to_left_est[j] = left_est[i]
+    to_right_w[j, :] = right_w[i]
+    to_right_b[j, :] = right_b[i]
+    to_right_len[j] = right_len[i]
+    to_length[j] = length[i]
+    to_complete[j] = complete[i]
 
 
 @njit(cache=True)

@@ -42,11 +42,10 @@ from minismt.errors import InputError
 from minismt.extract import _grammar_kernels
 from minismt.extract.hiero import DEFAULT_HIERO_OPTIONS
 from minismt.extract.hiero_export import DEFAULT_TABLE_LIMIT, GLUE_SCORE, feature_values, future_scores
-from minismt.extract.hiero_export import table_limit as moses_table_limit
 from minismt.extract.hiero_features import rule_features
 from minismt.extract.hiero_grammar import HieroGrammar
 from minismt.extract.hiero_table import side_hashes
-from minismt.extract.phrase_table import take_ranges
+from minismt.extract.phrase_table import limit_rows, take_ranges
 from minismt.features import FeatureSpace
 from minismt.hypergraph import Hypergraph
 from minismt.lm import LanguageModel
@@ -115,8 +114,11 @@ class HieroDecoder:
         self._sparse = None
         self._sparse_weights = np.zeros(0)
         if self.sparse_features:
-            found = rule_features(table, grammar.src_vocab.words, grammar.tgt_vocab.words,
-                                  self.sparse_features)
+            key = ("rule features", self.sparse_features)    # the same for every weights
+            if key not in grammar.cache:
+                grammar.cache[key] = rule_features(table, grammar.src_vocab.words, grammar.tgt_vocab.words,
+                                                   self.sparse_features)
+            found = grammar.cache[key]
             ids = np.array([self.space.add(name) for name in found.names], dtype=np.int64)
             self._sparse = (found.offsets, ids[found.ids], found.values)
             self._sparse_weights = np.zeros(len(self.space))
@@ -127,9 +129,11 @@ class HieroDecoder:
             self._static = self._static + np.bincount(
                 rows, weights=found.values * self._sparse_weights[ids[found.ids]], minlength=len(table))
         # per source side, the rules kept by the table limit, best future score first
-        named = dict(zip(FEATURE_NAMES, self.weights))
-        kept = moses_table_limit(grammar, named, lm, table_limit or 0)
-        future = future_scores(grammar, named, lm, kept)
+        if table_limit and table_limit < 0:
+            raise InputError(f"table limit {table_limit}", expected="an integer >= 0")
+        future = future_scores(grammar, dict(zip(FEATURE_NAMES, self.weights)), lm)
+        kept = limit_rows(grammar.source_offsets, future, table_limit)    # Moses' table limit
+        future = future[kept]
         source = np.searchsorted(grammar.source_offsets, kept, side="right") - 1
         order = np.lexsort((kept, -future, source))
         self._source_rules = kept[order]
@@ -188,13 +192,13 @@ class HieroDecoder:
 
         s_base = X * X
 
-        app_cell = list(spans[:, 0] * X + spans[:, 1])
-        app_child = [[x_cell(r[2], r[3]) if r[2] >= 0 else -1, x_cell(r[4], r[5]) if r[4] >= 0 else -1]
-                     for r in spans.tolist()]
-        app_lo = list(block_start[block_of])
-        app_hi = list(block_start[block_of + 1])
-        covered = {int(s[0]) for s, b in zip(spans.tolist(), block_of.tolist())
-                   if s[1] - s[0] == 1 and s[2] < 0}
+        app_cell = (spans[:, 0] * X + spans[:, 1]).tolist()
+        child_cells = np.where(spans[:, [2, 4]] >= 0, spans[:, [2, 4]] * X + spans[:, [3, 5]], -1)
+        app_child = child_cells.tolist()
+        app_lo = block_start[block_of].tolist()
+        app_hi = block_start[block_of + 1].tolist()
+        # the positions a one-word rule covers (the others get an unknown-word copy rule)
+        covered = set(spans[(spans[:, 1] - spans[:, 0] == 1) & (spans[:, 2] < 0), 0].tolist())
         rules_list = list(range(n_grammar))
         for p in range(n):
             if p not in covered:

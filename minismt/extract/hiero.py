@@ -122,11 +122,8 @@ class HieroRules:
     def select(self, rows: np.ndarray) -> "HieroRules":
         """The corpus-level rules ``rows`` (``first`` and ``n_occurrences`` kept)."""
         rows = np.asarray(rows, dtype=np.int64)
-        src, src_off = take_ranges(self.src_syms, self.src_off, rows)
-        tgt, tgt_off = take_ranges(self.tgt_syms, self.tgt_off, rows)
-        align, align_off = take_ranges(self.align, self.align_off, rows)
-        return HieroRules(src, src_off, tgt, tgt_off, align, align_off, self.count[rows], None,
-                          None, self.first[rows], self.n_occurrences[rows])
+        return HieroRules(*take_sides(self, rows), self.count[rows], None, None, self.first[rows],
+                          self.n_occurrences[rows])
 
     def sides(self, i: int, src_vocab: Vocabulary, tgt_vocab: Vocabulary) -> tuple[str, str, str]:
         """Rule ``i`` as Moses' strings: source side, target side, ``s-t`` alignment."""
@@ -144,6 +141,15 @@ class HieroRules:
 
     def extract_lines(self, src_vocab: Vocabulary, tgt_vocab: Vocabulary) -> list[str]:
         return [self.extract_line(i, src_vocab, tgt_vocab) for i in range(len(self))]
+
+
+def take_sides(rules, rows: np.ndarray) -> tuple:
+    """The source, target and alignment arrays (each values, offsets) of the rules ``rows`` of a
+    :class:`HieroRules` or a :class:`~minismt.extract.hiero_table.HieroTable`, in that order."""
+    src, src_off = take_ranges(rules.src_syms, rules.src_off, rows)
+    tgt, tgt_off = take_ranges(rules.tgt_syms, rules.tgt_off, rows)
+    align, align_off = take_ranges(rules.align, rules.align_off, rows)
+    return src, src_off, tgt, tgt_off, align, align_off
 
 
 def format_count(value: float) -> str:

@@ -44,7 +44,7 @@ import numpy as np
 from minismt.errors import InputError
 from minismt.extract.hiero_grammar import HieroGrammar
 from minismt.extract.moses import TokenTexts
-from minismt.extract.phrase_table import take_ranges
+from minismt.extract.phrase_table import limit_rows, take_ranges
 from minismt.io import atomic_write, write_lines
 from minismt.lm import LanguageModel
 
@@ -106,19 +106,12 @@ def table_limit(grammar: HieroGrammar, weights: Mapping[str, float], lm: Languag
                 limit: int = DEFAULT_TABLE_LIMIT) -> np.ndarray:
     """The rules Moses keeps with ``[table-limit] limit`` (0 keeps all): per source side the
     ``limit`` best future scores, ties to the earlier rule; increasing rule ids."""
-    n = len(grammar)
-    rows = np.arange(n, dtype=np.int64)
-    if not limit or n == 0:
-        return rows
-    if limit < 0:
+    if limit and limit < 0:
         raise InputError(f"table limit {limit}", expected="an integer >= 0")
     sizes = np.diff(grammar.source_offsets)
-    if sizes.max() <= limit:
-        return rows
-    source = np.repeat(np.arange(sizes.shape[0]), sizes)
-    order = np.lexsort((rows, -future_scores(grammar, weights, lm), source))
-    rank = np.arange(n) - grammar.source_offsets[source[order]]
-    return np.sort(order[rank < limit])
+    if not limit or sizes.shape[0] == 0 or sizes.max() <= limit:     # nothing to rank
+        return np.arange(len(grammar), dtype=np.int64)
+    return limit_rows(grammar.source_offsets, future_scores(grammar, weights, lm), limit)
 
 
 def _format7(values: np.ndarray) -> list[str]:

@@ -21,7 +21,7 @@ import os
 import time
 import zipfile
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
 import numpy as np
@@ -77,6 +77,8 @@ class HieroGrammar:
     source_offsets: np.ndarray
     sentence_offsets: np.ndarray
     sentence_sources: np.ndarray
+    cache: dict = field(default_factory=dict, init=False, repr=False, compare=False)
+    """What users derive from the rules once for every weights (e.g. the sparse rule features)."""
 
     def __len__(self) -> int:
         return len(self.table)

@@ -35,7 +35,7 @@ import numpy as np
 from minismt.corpus import Vocabulary
 from minismt.errors import InputError
 from minismt.extract import _hiero_kernels as _k
-from minismt.extract.hiero import LHS, NONTERMINAL, HieroRules
+from minismt.extract.hiero import LHS, NONTERMINAL, HieroRules, take_sides
 from minismt.extract.lexical import LexicalTable
 from minismt.extract.moses import TokenTexts, format_g
 from minismt.extract.phrase_table import take_ranges
@@ -119,11 +119,7 @@ class HieroTable:
     def take(self, rows: np.ndarray) -> "HieroTable":
         """The rules ``rows``, in that order."""
         rows = np.asarray(rows, dtype=np.int64)
-        src, src_off = take_ranges(self.src_syms, self.src_off, rows)
-        tgt, tgt_off = take_ranges(self.tgt_syms, self.tgt_off, rows)
-        align, align_off = take_ranges(self.align, self.align_off, rows)
-        return HieroTable(src, src_off, tgt, tgt_off, align, align_off, self.scores[rows],
-                          self.counts[rows])
+        return HieroTable(*take_sides(self, rows), self.scores[rows], self.counts[rows])
 
 
 def _moses_float(values: np.ndarray) -> np.ndarray:
