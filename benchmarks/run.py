@@ -49,6 +49,7 @@ BENCHMARKS = {
     "moses-tuning-speed": "moses_tuning_speed",
     "hiero-grammar": "hiero_grammar",
     "hiero-decode": "hiero_decode",
+    "hiero-tuning": "hiero_tuning",
 }
 
 

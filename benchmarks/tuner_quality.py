@@ -47,7 +47,7 @@ DECODER_PARAMS = ("sparse_features", "word_pair_vocabulary")
 def run(quick: bool = False, iterations: int = 6, stack: int = 100, jobs: int = 2,
         corpus: str = "multi30k-de-en", runs=None, partial_json: str | None = None,
         test_every_iteration: bool = True, max_train: int | None = None, kbest: int = 100,
-        quick_sentences: int = 200) -> dict:
+        quick_sentences: int = 200, model_kind: str = "phrase", test_2017: bool = False) -> dict:
     """Train on ``corpus``, tune with each ``(tuner, seed[, params])`` of ``runs``, decode test with the weights
     of every iteration (or, without ``test_every_iteration``, only with the final ones).
 
@@ -58,6 +58,9 @@ def run(quick: bool = False, iterations: int = 6, stack: int = 100, jobs: int = 
     holds (same tuner label and seed) are not run again, so a killed benchmark resumes.
     ``max_train``: train on the first N pairs only (the hard, small-data setting: more unknown words).
     ``quick_sentences``: dev and test sentences in quick mode.
+    ``model_kind``: "phrase" or "hiero" (``minismt train --hiero`` on the HMM alignment, as Moses' Hiero
+    anchor, with grammars for dev, test_2016 and test_2017; decoded by minismt's chart decoder).
+    ``test_2017``: also decode test_2017 with every run's final weights, and both test sets untuned.
     """
     from minismt.decode import DecoderSettings
     from minismt.io import read_lines
@@ -66,7 +69,7 @@ def run(quick: bool = False, iterations: int = 6, stack: int = 100, jobs: int = 
     if quick:
         iterations = 2
     with tempfile.TemporaryDirectory() as tmp:
-        data, model = prepare(corpus, Path(tmp), max_train)
+        data, model = prepare(corpus, Path(tmp), max_train, model_kind, quick_sentences if quick else None)
         dev_src, dev_ref = read_lines(data / "dev.src"), read_lines(data / "dev.tgt")
         known = {w for line in read_lines(data / "train.src") for w in line.split()}
         dev_tokens = [w for line in dev_src for w in line.split()]
@@ -75,6 +78,12 @@ def run(quick: bool = False, iterations: int = 6, stack: int = 100, jobs: int = 
         if quick:
             n = quick_sentences
             dev_src, dev_ref, test_src, test_ref = dev_src[:n], dev_ref[:n], test_src[:n], test_ref[:n]
+        tests = {"test": (test_src, test_ref)}
+        if test_2017:
+            tests["test2017"] = (read_lines(data / "test2017.src"), read_lines(data / "test2017.tgt"))
+            if quick:
+                tests["test2017"] = tuple(side[:quick_sentences] for side in tests["test2017"])
+        untuned = None
         if runs is None or runs == "seeds":
             runs = QUICK_RUNS if quick else DEFAULT_RUNS if runs is None else SEED_RUNS
         results = _earlier_runs(partial_json)
@@ -89,6 +98,9 @@ def run(quick: bool = False, iterations: int = 6, stack: int = 100, jobs: int = 
             settings = DecoderSettings(stack_size=stack, kbest=kbest, jobs=jobs,
                                        **{k: params.pop(k) for k in DECODER_PARAMS if k in params})
             decoder = MinismtDevDecoder(str(model), dev_src, settings)
+            if test_2017 and untuned is None:
+                untuned = {name: _test_bleu(model, decoder.default_weights, decoder.space, *pair, settings)[0]
+                           for name, pair in tests.items()}
             run_dir = Path(tmp) / f"run-{len(results)}"
             started = time.perf_counter()
             tuning = TuningRun(decoder, [[r] for r in dev_ref], tuner, run_dir, max_iter=iterations,
@@ -107,11 +119,15 @@ def run(quick: bool = False, iterations: int = 6, stack: int = 100, jobs: int = 
             final_key = tuple(float(x) for x in final)
             if final_key not in test_bleu:
                 test_bleu[final_key] = _test_bleu(model, final_key, decoder.space, test_src, test_ref, settings)
+            if test_2017:
+                result_2017 = _test_bleu(model, final_key, decoder.space, *tests["test2017"], settings)[0]
             best_dev = max(r.dev_bleu for r in tuning.history)
             result = {"tuner": label, "seed": seed, "tuning_seconds": round(seconds, 1),
                       "iterations": per_iteration, "final_weights": list(final_key),
                       "final_dev_bleu": round(100 * best_dev, 2), "final_test_bleu": test_bleu[final_key][0],
                       "final_test_length_ratio": test_bleu[final_key][1]}
+            if test_2017:
+                result["final_test_2017_bleu"] = result_2017
             if settings.sparse_features:
                 result.update(_sparse_record(decoder.space, final, tuning, run_dir))
             results.append(result)
@@ -121,8 +137,9 @@ def run(quick: bool = False, iterations: int = 6, stack: int = 100, jobs: int = 
                     json.dump(results, out)
                 os.replace(temporary, partial_json)
     summary = summarize(results)
-    goals = targets(summary, full_corpus=max_train is None and not quick)
-    return {"corpus": corpus, "train_pairs": max_train or "all", "unknown_dev_tokens": unknown,
+    goals = targets(summary, full_corpus=max_train is None and not quick and model_kind == "phrase")
+    extra = {"untuned_test_bleu": untuned} if untuned is not None else {}
+    return {"corpus": corpus, "model": model_kind, **extra, "train_pairs": max_train or "all", "unknown_dev_tokens": unknown,
             "dev_sentences": len(dev_src), "test_sentences": len(test_src), "iterations": iterations,
             "stack": stack, "summary": summary, "targets": goals,
             "targets_met": f"{sum(g['met'] for g in goals.values())} of {len(goals)}", "runs": results,
@@ -138,15 +155,25 @@ def _earlier_runs(partial_json: str | None) -> list[dict]:
         return json.load(handle)
 
 
-def prepare(corpus: str, folder: Path, max_train: int | None = None) -> tuple[Path, Path]:
-    """Fetch ``corpus`` (from ../shared; its first ``max_train`` training pairs) into ``folder/data`` and
-    train a 4-gram model in ``folder/model``."""
+def prepare(corpus: str, folder: Path, max_train: int | None = None,
+            model_kind: str = "phrase", max_eval: int | None = None) -> tuple[Path, Path]:
+    """Fetch ``corpus`` (from ../shared; its first ``max_train`` training pairs, the first ``max_eval``
+    dev and test sentences) into ``folder/data`` and train a 4-gram model in ``folder/model``
+    (``model_kind`` "hiero": a Hiero model on the HMM alignment with grammars for dev, test and test2017)."""
     from corpora.fetch import fetch
+    from minismt.io import read_lines
     from minismt.train import Trainer, TrainingConfig
     data, model = folder / "data", folder / "model"
     fetch(corpus, data, from_dir=MULTI30K, progress=False, max_train=max_train)
+    if max_eval is not None:
+        for name in ("dev", "test", "test2017"):
+            for side in ("src", "tgt"):
+                path = data / f"{name}.{side}"
+                path.write_text("".join(line + "\n" for line in read_lines(path)[:max_eval]), encoding="utf-8")
+    hiero = {"model": "hiero", "aligner": "hmm",
+             "grammar_inputs": tuple(str(data / f"{name}.src") for name in ("dev", "test", "test2017"))}
     Trainer(TrainingConfig(src=str(data / "train.src"), tgt=str(data / "train.tgt"), out=str(model),
-                           lm_order=4, progress=False)).run()
+                           lm_order=4, progress=False, **(hiero if model_kind == "hiero" else {}))).run()
     return data, model
 
 
@@ -232,8 +259,14 @@ def _test_bleu(model, weights, space, test_src, test_ref, settings) -> tuple[flo
     below 1 the brevity penalty ``exp(1 - 1 / ratio)`` scales the BLEU down)."""
     from dataclasses import replace
     from minismt.metrics import HYP_LEN, REF_LEN, BleuReferences, corpus_bleu_from_stats
+    from minismt.manifest import load_manifest
     from minismt.parallel import DecodeJob, decode_corpus, named_weights
-    job = DecodeJob(str(model), replace(settings, kbest=0), *named_weights(space, np.array(weights)))
+    grammar = None
+    if load_manifest(str(model)).get("model") == "hiero":
+        from minismt.decode.hiero import grammar_for
+        grammar = grammar_for(str(model), test_src)
+    job = DecodeJob(str(model), replace(settings, kbest=0), *named_weights(space, np.array(weights)),
+                    grammar=grammar)
     output = [o.best for o in decode_corpus(job, test_src, jobs=settings.jobs)]
     stats = BleuReferences([[r] for r in test_ref]).stats(np.arange(len(output)), output).sum(axis=0, dtype=np.int64)
     return round(100 * corpus_bleu_from_stats(stats), 2), round(float(stats[HYP_LEN] / stats[REF_LEN]), 4)

@@ -131,10 +131,16 @@ def _start_worker() -> None:
     in_worker_process()
 
 
-def process_pool(jobs: int, context=None) -> ProcessPoolExecutor:
-    """A pool of ``jobs`` local worker processes (``context``: a multiprocessing context, e.g.
-    ``multiprocessing.get_context("spawn")``) whose workers leave Ctrl-C to the parent."""
-    return ProcessPoolExecutor(max_workers=jobs, mp_context=context, initializer=_start_worker)
+def process_pool(jobs: int) -> ProcessPoolExecutor:
+    """A pool of ``jobs`` local worker processes whose workers leave Ctrl-C to the parent.  Workers
+    start fresh ("spawn"): forking a process that has run a parallel numba kernel (training) or scipy
+    can kill the child ("fork() called from a process already using GNU OpenMP")."""
+    return ProcessPoolExecutor(max_workers=jobs, mp_context=spawn_context(), initializer=_start_worker)
+
+
+def spawn_context():
+    """The "spawn" multiprocessing context of every process minismt starts."""
+    return multiprocessing.get_context("spawn")
 
 
 def run_ignoring_interrupts(function, *args):

@@ -238,3 +238,49 @@ def test_a_60_word_sentence(lm):
     assert features["TranslationModel1_0"] > 0           # glue rules joined the pieces
     best = result.hypergraph.viterbi(decoder.full_weights())
     assert best.text == result.best and best.score == pytest.approx(result.score, abs=1e-9)
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_forced_decoding_equals_every_derivation_of_the_reference(lm, seed):
+    """Forced decoding to the yield of some derivation: the forest holds exactly the derivations the
+    reference enumerates with that yield (scores included), its best is the 1-best; a reference the
+    grammar cannot write gives None."""
+    rng = np.random.default_rng(300 + seed)
+    rules = random_rules(rng, int(rng.integers(4, 12)))
+    sentence = list(rng.choice(SRC + ["q"], size=int(rng.integers(1, 5))))
+    weights = _weights(rng)
+    max_span = int(rng.integers(2, 6))
+    everything = enumerate_derivations(sentence, rules, lm, weights, max_span=max_span)
+    reference = list(everything[int(rng.integers(len(everything)))].words)
+    expected = [d for d in everything if list(d.words) == reference]
+    decoder = HieroDecoder(grammar_of(rules), lm, weights, table_limit=0, max_span=max_span)
+    result = decoder.force(sentence, reference)
+    assert result is not None and result.best == " ".join(reference)
+    assert result.score == pytest.approx(max(d.score for d in expected), abs=1e-6)
+    forest = result.hypergraph.kbest(len(expected) + 5, decoder.weights)
+    assert sorted(round(float(s), 6) for s in forest.scores) == sorted(round(d.score, 6) for d in expected)
+    assert set(forest.texts) == {" ".join(reference)}
+    for derivation in forest:
+        assert float(derivation.dense() @ decoder.weights) == pytest.approx(derivation.score, abs=1e-9)
+    yields = {" ".join(d.words) for d in everything}
+    unreachable = next(r for r in (reference + ["z"], ["z"] * 7, ["w"] * 9) if " ".join(r) not in yields)
+    assert decoder.force(sentence, unreachable) is None
+
+
+def test_forced_decoding_of_the_one_best_and_of_an_unknown_word(lm):
+    """The decoder's own 1-best is reachable by forced decoding with a score at least its own (no
+    pruning there); a copied unknown word is matched by its copy; an empty line forces to ""."""
+    rng = np.random.default_rng(7)
+    rules = random_rules(rng, 20)
+    decoder = HieroDecoder(grammar_of(rules), lm, pop_limit=3)
+    for _ in range(10):
+        sentence = list(rng.choice(SRC + ["q"], size=int(rng.integers(2, 9))))
+        decoded = decoder.decode(sentence)
+        forced = decoder.force(sentence, decoded.best)
+        assert forced is not None and forced.best == decoded.best
+        assert forced.score >= decoded.score - 1e-9
+    forced = decoder.force(["zz"], ["zz"])
+    assert forced.best == "zz" and forced.feature_dict()["UnknownWordPenalty0_0"] == -100.0
+    assert decoder.force(["zz"], ["yy"]) is None
+    empty = decoder.force([], [])
+    assert empty.best == "" and empty.score == pytest.approx(decoder.decode([]).score)

@@ -100,12 +100,11 @@ class MinismtDevDecoder(DevDecoder):
         manifest = load_manifest(model_dir)
         self.model_dir = model_dir
         self.sentences = list(sentences)
-        # a Hiero model decodes with the grammar built for these sentences; it has no forced decoding yet
+        # a Hiero model decodes with the grammar built for these sentences
         self.grammar = None
         if manifest.get("model") == "hiero":
             from minismt.decode.hiero import grammar_for
             self.grammar = grammar_for(model_dir, self.sentences)
-            self.forces = False
         self.space = FeatureSpace(manifest["features"])
         self.default_weights = self.space.weights(manifest["default_weights"], grow=False)
         self.executor = executor

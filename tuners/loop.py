@@ -331,6 +331,9 @@ class TuningRun:
         fit_data = self._tuner_kbest(data)
         if self.tags.needs_reference and self.decoder.forces:
             reference = self.decoder.force(weights, self.first_references, t)
+            reached = int(np.count_nonzero(np.diff(reference.offsets)))
+            self._log_line(f"iteration {t}: forced decoding reached {reached} of {len(reference.offsets) - 1} "
+                           "references (the others: the hypothesis with the best sentence BLEU+1)")
             fit_data = KBestWithReference(fit_data, self._tuner_kbest(reference))
         w_next = self._run_weights(tuner.fit(fit_data, self._tuner_weights(weights)))
         return self._record(t, weights, w_next, data, dev_bleu, new, began)

@@ -19,7 +19,6 @@ and symmetrises the two (:mod:`minismt.align.symmetrize`). All alignments in an
 
 from __future__ import annotations
 
-import multiprocessing
 from dataclasses import dataclass
 
 import numpy as np
@@ -160,7 +159,7 @@ def align_corpus(src: TokenArray, tgt: TokenArray, ibm1_iterations: int = 5, hmm
                     ibm2_iterations=ibm2_iterations)
     try:
         if jobs > 1:
-            pool = process_pool(2, multiprocessing.get_context("spawn"))
+            pool = process_pool(2)
             try:
                 futures = [pool.submit(align_direction, tgt, src, **settings),
                            pool.submit(align_direction, src, tgt, **settings)]

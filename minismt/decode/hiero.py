@@ -35,7 +35,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from minismt.corpus import Vocabulary
-from minismt.decode import _hiero_search
+from minismt.decode import _hiero_force, _hiero_search
 from minismt.decode.settings import HIERO_SPARSE_FEATURES, parse_sparse_features
 from minismt.decode.sparse import split_weights
 from minismt.errors import InputError
@@ -58,6 +58,10 @@ DEFAULT_MAX_SPAN = 10
 UNKNOWN_PENALTY = -100.0
 MAX_SOURCE_SYMBOLS = DEFAULT_HIERO_OPTIONS.max_symbols_source
 MAX_NONTERMINALS = DEFAULT_HIERO_OPTIONS.max_nonterm
+BOS_SYMBOL, EOS_SYMBOL = _hiero_force.FIRST_SPECIAL, _hiero_force.FIRST_SPECIAL - 1
+"""``<s>`` and ``</s>`` in the target templates forced decoding matches (words are target ids >= 0)."""
+UNMATCHED = _hiero_force.FIRST_SPECIAL - 2
+"""A reference word no rule can write."""
 
 
 @dataclass
@@ -73,6 +77,33 @@ class HieroResult:
 
     def feature_dict(self) -> dict[str, float]:
         return dict(zip(FEATURE_NAMES, self.features.tolist()))
+
+
+@dataclass
+class _Applications:
+    """A sentence's rule applications (the arrays :func:`_hiero_search.search` and
+    :func:`_hiero_force.force` take) and what its forest needs to name its edges' rules: the local
+    rules are the grammar's ``local_global`` rules, then the special rules of ``special_kind``."""
+
+    n_cells: int
+    cell_order: np.ndarray
+    app_cell: np.ndarray
+    app_child: np.ndarray
+    app_lo: np.ndarray
+    app_hi: np.ndarray
+    rules: np.ndarray
+    lm_tgt: np.ndarray          # target sides in LM ids (-1 - k: child k)
+    match_tgt: np.ndarray       # the same in target ids, <s> and </s> as BOS_SYMBOL and EOS_SYMBOL
+    tgt_off: np.ndarray
+    static: np.ndarray          # each local rule's weighted non-LM features
+    goal_cell: int
+    n_grammar: int
+    local_global: np.ndarray
+    special_kind: list
+
+    def search_arrays(self) -> tuple:
+        return (self.n_cells, self.cell_order, self.app_cell, self.app_child, self.app_lo, self.app_hi,
+                self.rules)
 
 
 class HieroDecoder:
@@ -147,7 +178,56 @@ class HieroDecoder:
 
     # ---- one sentence --------------------------------------------------------------------------
     def decode(self, words: Sequence[str] | str) -> HieroResult:
-        words = words.split() if isinstance(words, str) else list(words)
+        """The 1-best translation of ``words`` with its forest (cube pruning, :mod:`_hiero_search`)."""
+        apps = self._applications(self._tokens(words, "source"))
+        (n_items, item_score, item_cell, n_edges, edge_head, edge_rule, edge_tails,
+         edge_lm) = _hiero_search.search(self.lm.tables, float(self.weights[LM]), *apps.search_arrays(),
+                                         apps.lm_tgt, apps.tgt_off, apps.static, self.pop_limit)
+        goal_items = np.flatnonzero(item_cell == apps.goal_cell)
+        if goal_items.shape[0] != 1:
+            raise RuntimeError(f"{goal_items.shape[0]} goal items")
+        return self._result(apps, int(goal_items[0]), n_items, edge_head, edge_rule, edge_tails, edge_lm)
+
+    def force(self, words: Sequence[str] | str, reference: Sequence[str] | str) -> HieroResult | None:
+        """Forced decoding: the forest of every derivation of ``words`` whose yield is ``reference``
+        (the same rule applications as :meth:`decode`: table limit, span limit, glue rules; no pop
+        limit is needed, :mod:`_hiero_force`), its best derivation as the 1-best; None if the
+        grammar cannot produce the reference."""
+        apps = self._applications(self._tokens(words, "source"))
+        reference = self._tokens(reference, "reference")
+        target = np.array([BOS_SYMBOL] + [self.vocab.get(w, UNMATCHED) for w in reference] + [EOS_SYMBOL],
+                          dtype=np.int64)
+        t = self.lm.tables
+        lm_ids = np.concatenate([[t.bos], self.lm.encode(reference), [t.eos]]).astype(np.int32)
+        values = _hiero_force.span_values(t, lm_ids)
+        (n_items, item_score, item_cell, item_start, item_end, n_edges, edge_head, edge_rule, edge_tails,
+         edge_lm) = _hiero_force.force(*apps.search_arrays(), apps.match_tgt, apps.tgt_off, apps.static,
+                                       target, values, float(self.weights[LM]))
+        goal_items = np.flatnonzero(item_cell == apps.goal_cell)
+        if goal_items.shape[0] == 0:
+            return None
+        return self._result(apps, int(goal_items[0]), n_items, edge_head, edge_rule, edge_tails, edge_lm)
+
+    @staticmethod
+    def _tokens(words: Sequence[str] | str, what: str) -> list[str]:
+        tokens = words.split() if isinstance(words, str) else list(words)
+        if not all(isinstance(x, str) and x and not any(ch.isspace() for ch in x) for x in tokens):
+            raise InputError(f"{what} tokens must be non-empty strings without whitespace")
+        return tokens
+
+    def _result(self, apps: "_Applications", goal: int, n_items, edge_head, edge_rule, edge_tails,
+                edge_lm) -> HieroResult:
+        hypergraph = self._forest(goal, n_items, edge_head, edge_rule, edge_tails, edge_lm, apps)
+        best = hypergraph.viterbi(self.full_weights())
+        features = best.features()
+        sparse = {name: value for name, value in features.items() if name not in HIERO_DEFAULT_WEIGHTS}
+        return HieroResult(best.text, float(best.score), best.dense()[:len(FEATURE_NAMES)], hypergraph,
+                           sparse)
+
+    def _applications(self, words: list[str]) -> "_Applications":
+        """The rule applications of a sentence: the rule-table rules whose source side matches a span
+        (with the spans of their non-terminals), the unknown-word copy rules and the glue rules, with
+        the cells they fill in the order the chart fills them."""
         n = len(words)
         t = self.lm.tables
         ids = self.grammar.src_vocab.encode(words, grow=False)
@@ -171,15 +251,17 @@ class HieroDecoder:
         table = self.grammar.table
         tgt, tgt_off = take_ranges(table.tgt_syms, table.tgt_off, local_global)
         tgt = tgt.astype(np.int64)
-        tgt = np.where(tgt >= 0, self._lm_of_target[np.maximum(tgt, 0)], tgt)
+        lm_tgt = np.where(tgt >= 0, self._lm_of_target[np.maximum(tgt, 0)], tgt)
         static = list(self._static[local_global])
         n_grammar = local_global.shape[0]
         special_tgt: list[list[int]] = []
+        special_match: list[list[int]] = []
         special_kind: list[tuple] = []
         w = self.weights
 
-        def special(target: list[int], features: dict[int, float], kind: tuple) -> int:
+        def special(target: list[int], match: list[int], features: dict[int, float], kind: tuple) -> int:
             special_tgt.append(target)
+            special_match.append(match)
             special_kind.append((kind, features))
             static.append(sum(w[k] * v for k, v in features.items()))
             return n_grammar + len(special_tgt) - 1
@@ -203,15 +285,16 @@ class HieroDecoder:
         for p in range(n):
             if p not in covered:
                 word_lm = int(self.lm.encode([words[p]])[0])
-                r = special([word_lm], {UWP: UNKNOWN_PENALTY, WP: -1.0, PP: 1.0}, ("oov", words[p]))
+                r = special([word_lm], [self.vocab.add(words[p])], {UWP: UNKNOWN_PENALTY, WP: -1.0, PP: 1.0},
+                            ("oov", words[p]))
                 rules_list.append(r)
                 app_cell.append(x_cell(p, p + 1))
                 app_child.append([-1, -1])
                 app_lo.append(len(rules_list) - 1)
                 app_hi.append(len(rules_list))
-        bos = special([t.bos], {WP: -1.0, PP: 1.0}, ("bos",))
-        glue = special([-1, -2], {GLUE: GLUE_SCORE, PP: 1.0}, ("glue",))
-        eos = special([-1, t.eos], {WP: -1.0, PP: 1.0}, ("eos",))
+        bos = special([t.bos], [BOS_SYMBOL], {WP: -1.0, PP: 1.0}, ("bos",))
+        glue = special([-1, -2], [-1, -2], {GLUE: GLUE_SCORE, PP: 1.0}, ("glue",))
+        eos = special([-1, t.eos], [-1, EOS_SYMBOL], {WP: -1.0, PP: 1.0}, ("eos",))
         for r in (bos, glue, eos):
             rules_list.append(r)
         bos_at, glue_at, eos_at = len(rules_list) - 3, len(rules_list) - 2, len(rules_list) - 1
@@ -235,26 +318,17 @@ class HieroDecoder:
         position[np.array(cell_order, dtype=np.int64)] = np.arange(len(cell_order))
         app_cell_arr = np.array(app_cell, dtype=np.int64)
         by_cell = np.argsort(position[app_cell_arr], kind="stable")
-        rule_tgt = np.concatenate([tgt] + [np.array(s, dtype=np.int64) for s in special_tgt])
-        rule_tgt_off = np.concatenate([tgt_off, tgt_off[-1] + np.cumsum([len(s) for s in special_tgt])]).astype(np.int64)
-        (n_items, item_score, item_cell, n_edges, edge_head, edge_rule, edge_tails,
-         edge_lm) = _hiero_search.search(
-            t, float(w[LM]), s_base + n + 3, np.array(cell_order, dtype=np.int64), app_cell_arr[by_cell],
-            np.array(app_child, dtype=np.int64).reshape(-1, 2)[by_cell],
-            np.array(app_lo, dtype=np.int64)[by_cell], np.array(app_hi, dtype=np.int64)[by_cell],
-            np.array(rules_list, dtype=np.int64), rule_tgt, rule_tgt_off,
-            np.array(static, dtype=np.float64), self.pop_limit)
-        goal_cell = s_base + n + 2
-        goal_items = np.flatnonzero(item_cell == goal_cell)
-        if goal_items.shape[0] != 1:
-            raise RuntimeError(f"{goal_items.shape[0]} goal items")
-        hypergraph = self._forest(int(goal_items[0]), n_items, edge_head, edge_rule, edge_tails, edge_lm,
-                                  n_grammar, local_global, special_tgt, special_kind)
-        best = hypergraph.viterbi(self.full_weights())
-        features = best.features()
-        sparse = {name: value for name, value in features.items() if name not in HIERO_DEFAULT_WEIGHTS}
-        return HieroResult(best.text, float(best.score), best.dense()[:len(FEATURE_NAMES)], hypergraph,
-                           sparse)
+        special_off = tgt_off[-1] + np.cumsum([len(s) for s in special_tgt])
+        return _Applications(
+            n_cells=s_base + n + 3, cell_order=np.array(cell_order, dtype=np.int64),
+            app_cell=app_cell_arr[by_cell], app_child=np.array(app_child, dtype=np.int64).reshape(-1, 2)[by_cell],
+            app_lo=np.array(app_lo, dtype=np.int64)[by_cell], app_hi=np.array(app_hi, dtype=np.int64)[by_cell],
+            rules=np.array(rules_list, dtype=np.int64),
+            lm_tgt=np.concatenate([lm_tgt] + [np.array(s, dtype=np.int64) for s in special_tgt]),
+            match_tgt=np.concatenate([tgt] + [np.array(s, dtype=np.int64) for s in special_match]),
+            tgt_off=np.concatenate([tgt_off, special_off]).astype(np.int64),
+            static=np.array(static, dtype=np.float64), goal_cell=s_base + n + 2, n_grammar=n_grammar,
+            local_global=local_global, special_kind=special_kind)
 
     def full_weights(self) -> np.ndarray:
         """The weights over :attr:`space`: the dense features, then the sparse rule features."""
@@ -263,8 +337,8 @@ class HieroDecoder:
         return np.concatenate([self.weights, self._sparse_weights[len(FEATURE_NAMES):]])
 
     # ---- the forest ------------------------------------------------------------------------------
-    def _forest(self, goal, n_items, edge_head, edge_rule, edge_tails, edge_lm, n_grammar, local_global,
-                special_tgt, special_kind) -> Hypergraph:
+    def _forest(self, goal, n_items, edge_head, edge_rule, edge_tails, edge_lm,
+                apps: "_Applications") -> Hypergraph:
         """The items that reach the goal, renumbered in creation order (children first), and their
         edges with features and target templates."""
         reach = _hiero_search.reachable(goal, n_items, edge_head, edge_tails)
@@ -280,7 +354,8 @@ class HieroDecoder:
         np.cumsum(present.sum(axis=1), out=tail_offsets[1:])
         # the local rules' features and target templates: the grammar's, then the special rules
         table = self.grammar.table
-        n_special = len(special_tgt)
+        n_grammar, local_global, special_kind = apps.n_grammar, apps.local_global, apps.special_kind
+        n_special = len(special_kind)
         features = np.zeros((n_grammar + n_special, len(FEATURE_NAMES)))
         features[:n_grammar, WP] = -self._words[local_global]
         features[:n_grammar, PP] = 1.0

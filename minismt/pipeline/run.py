@@ -141,13 +141,6 @@ def _describe(err: BaseException) -> str:
     return f"{type(err).__name__}: {text}" if text else type(err).__name__
 
 
-def _spawn():
-    """Worker processes start fresh ("spawn"): forking a process that has used OpenMP (training,
-    scipy) can crash the child ("fork() called from a process already using GNU OpenMP")."""
-    import multiprocessing  # here, not at the top: 3 ms of ``minismt --help``
-    return multiprocessing.get_context("spawn")
-
-
 def _checkpoint_progress(run_dir: str, max_iter: int) -> int:
     """Iterations a run has finished, from its checkpoint (max_iter once it is done)."""
     try:
@@ -380,7 +373,7 @@ class Pipeline:
                 # different tuners first: parallel workers then compile different kernels, not the same ones
                 pending = sorted(pending, key=lambda spec: (spec["seed"] if spec["seeded"] else 0))
                 start_bar()
-                pool = process_pool(workers, _spawn())
+                pool = process_pool(workers)
                 futures = {}
                 try:
                     futures = {pool.submit(tune_one, {**spec, "log_path": self.log_path}): spec for spec in pending}
@@ -442,7 +435,7 @@ class Pipeline:
         if pending:
             for name, label, parts, key, folder, weights in pending:
                 self.log(f"{label}: running (key {key[:12]})")
-            pool = process_pool(s["jobs"], _spawn()) if s["jobs"] > 1 else None
+            pool = process_pool(s["jobs"]) if s["jobs"] > 1 else None
             words = sum(len(x.split()) for x in sources)
             try:
                 if pool is not None and sources:  # start the processes and load the model before any clock
@@ -514,9 +507,9 @@ class Pipeline:
         false`` in ``[tune]`` turns it off)."""
         if not self.config.tune["precompile"] or (os.cpu_count() or 1) < 2:
             return
-        from minismt.parallel import run_ignoring_interrupts
+        from minismt.parallel import run_ignoring_interrupts, spawn_context
         from minismt.pipeline.precompile import compile_kernels
-        self._precompile = _spawn().Process(target=run_ignoring_interrupts,
+        self._precompile = spawn_context().Process(target=run_ignoring_interrupts,
                                             args=(compile_kernels, self.config.tune, self.log_path),
                                             name="minismt-precompile", daemon=True)
         self._precompile.start()
