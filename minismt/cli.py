@@ -250,8 +250,12 @@ def _decode_command(args) -> int:
         check_writable_dir(args.hypergraph_dir, "--hypergraph-dir")
     space = FeatureSpace(manifest["features"])
     w = space.weights(weights)  # the k-best list's space grows from this one: sparse names of the file first
+    writer = None
+    if args.hypergraph_dir and args.hypergraph_format == "moses":
+        from plugins.moses.hypergraph import write_decoder_forest
+        writer = write_decoder_forest
     job = DecodeJob(args.model, settings, *named_weights(space, w), hypergraph_dir=args.hypergraph_dir,
-                    grammar=grammar)
+                    hypergraph_writer=writer, grammar=grammar)
     if args.hypergraph_dir:
         os.makedirs(args.hypergraph_dir, exist_ok=True)
     executor = None
@@ -315,7 +319,11 @@ def _add_decode(sub) -> None:
     p.add_argument("--derivations", action="store_true",
                    help="k-best derivations, which can repeat strings (default: distinct strings)")
     p.add_argument("--hypergraph-dir", metavar="DIR",
-                   help="write each sentence's search graph as DIR/<i>.json.gz (cdec JSON)")
+                   help="write each sentence's search graph (a Hiero model's: its forest) as DIR/<i>.json.gz "
+                        "(cdec JSON), or with --hypergraph-format moses as DIR/<i>.gz")
+    p.add_argument("--hypergraph-format", choices=("cdec", "moses"), default="cdec",
+                   help="cdec: cdec's JSON forests (default); moses: Moses' search-graph hypergraphs "
+                        "(-output-search-graph-hypergraph true gz: what kbmira --type hypergraph reads)")
     p.add_argument("--stack", type=int, default=DecoderSettings.stack_size, metavar="N",
                    help=f"stack size (default {DecoderSettings.stack_size}, as Moses)")
     p.add_argument("--beam-threshold", type=float, default=DecoderSettings.beam_threshold, metavar="X",

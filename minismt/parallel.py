@@ -25,7 +25,7 @@ import os
 import signal
 from concurrent.futures import Executor, Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -56,6 +56,7 @@ class DecodeJob:
     weights: np.ndarray | None = None
     names: tuple[str, ...] = ()
     hypergraph_dir: str | None = None
+    hypergraph_writer: Callable | None = None  # writer(result, hypergraph_dir, i); None: DIR/<i>.json.gz
     return_hypergraph: bool = False  # send each search graph back (Hypergraph.to_portable)
     grammar: str | None = None       # a Hiero model's grammar (the input set's), None for phrase-based
     weights_digest: str = field(init=False, default="")
@@ -238,7 +239,9 @@ def decode_chunk(job: DecodeJob, indices: Sequence[int], sentences: Sequence[str
                                         found.feat_values, decoder.space)
         if job.return_hypergraph:
             output.hypergraph = result.hypergraph.to_portable()
-        if job.hypergraph_dir is not None:
+        if job.hypergraph_writer is not None:
+            job.hypergraph_writer(result, job.hypergraph_dir, index)
+        elif job.hypergraph_dir is not None:
             from minismt.hypergraph import write_cdec_json
             write_cdec_json(result.hypergraph, os.path.join(job.hypergraph_dir, f"{index}.json.gz"))
         outputs.append(output)

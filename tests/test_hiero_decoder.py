@@ -284,3 +284,23 @@ def test_forced_decoding_of_the_one_best_and_of_an_unknown_word(lm):
     assert decoder.force(["zz"], ["yy"]) is None
     empty = decoder.force([], [])
     assert empty.best == "" and empty.score == pytest.approx(decoder.decode([]).score)
+
+
+def test_node_labels_and_spans(lm):
+    """Every forest node has its label and span over <s> w_1 .. w_n </s>: X nodes inside the words,
+    S nodes from <s>, the goal over everything; a tail's span lies inside its head's."""
+    rng = np.random.default_rng(11)
+    decoder = HieroDecoder(grammar_of(random_rules(rng, 20)), lm, pop_limit=5)
+    sentence = list(rng.choice(SRC + ["q"], size=7))
+    for result in (decoder.decode(sentence), decoder.force(sentence, decoder.decode(sentence).best)):
+        graph, spans, labels = result.hypergraph, result.node_spans, result.node_labels
+        assert spans.shape == (graph.n_nodes, 2) and len(labels) == graph.n_nodes
+        assert labels[graph.goal] == "S" and spans[graph.goal].tolist() == [0, 9]
+        for v in range(graph.n_nodes):
+            start, end = spans[v]
+            assert (start >= 1 and end <= 8) if labels[v] == "X" else start == 0
+            assert start < end
+        for e in range(graph.n_edges):
+            head = spans[graph.edge_head[e]]
+            for tail in graph.edge_tails(e):
+                assert head[0] <= spans[tail][0] and spans[tail][1] <= head[1]

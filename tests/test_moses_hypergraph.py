@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import gzip
 import re
+import subprocess
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -589,3 +591,72 @@ def test_numba_reader_takes_the_samples_and_leaves_crlf_and_exponents(tmp_path):
     for changed in (PHRASE_SAMPLE.replace("\n", "\r\n"), PHRASE_SAMPLE.replace("=-1.000000", "=-1e0", 1)):
         path = write_text(tmp_path / "1", changed)
         assert _parse_fast(path) is None and _parse_slow(path) is not None
+
+
+def _decoded_forests(model: Path, sentences: Path, folder: Path, tmp_path: Path) -> tuple[list, list[str]]:
+    """``minismt decode --hypergraph-format moses`` of ``sentences``: the forests read back and the 1-best."""
+    from minismt.cli import main
+    out = tmp_path / "out.txt"
+    assert main(["decode", "--model", str(model), "--input", str(sentences), "--output", str(out),
+                 "--hypergraph-dir", str(folder), "--hypergraph-format", "moses", "--quiet"]) == 0
+    return read_moses_hypergraphs(folder), out.read_text(encoding="utf-8").splitlines()
+
+
+def test_hiero_forests_in_moses_chart_format(hiero_system, tmp_path, shared):
+    """A Hiero model's forests written as Moses' chart decoder writes its hypergraphs (the m30k-hiero
+    fixture): the same header, feature names and order, every dense feature on every edge, <s> on the
+    first node's edge, </s> on the goal's, source-covered counting <s> and </s>, a space after every
+    target; read back, the Viterbi derivation under the decoding weights is the decoder's 1-best."""
+    from minismt.manifest import load_manifest
+    data, model = hiero_system
+    sentences = data / "test.src"
+    graphs, best = _decoded_forests(model, sentences, tmp_path / "hg", tmp_path)
+    lengths = [len(line.split()) for line in sentences.read_text(encoding="utf-8").splitlines()]
+    assert len(graphs) == len(best) == len(lengths)
+    weights = read_moses_hypergraph_weights(shared / "fixtures" / "moses" / "m30k-hiero" / "hypergraph" / "weights")
+    fixture = read_moses_hypergraph(shared / "fixtures" / "moses" / "m30k-hiero" / "hypergraph" / "0.txt.gz")
+    assert graphs[0].space.dense_names == fixture.space.dense_names
+    w = graphs[0].space.weights(load_manifest(model)["default_weights"], grow=False)
+    assert set(weights) >= set(graphs[0].space.dense_names)
+    for graph, text, n in zip(graphs, best, lengths):
+        assert graph.viterbi(w).text == text
+        assert graph.edge_layout[0] == LAYOUT_BOS | LAYOUT_SPACE and graph.edge_covered[0] == 1
+        goal_edges = range(graph.in_offsets[graph.goal], graph.in_offsets[graph.goal + 1])
+        assert all(graph.edge_layout[e] == LAYOUT_EOS | LAYOUT_SPACE and graph.edge_covered[e] == n + 2
+                   for e in goal_edges)
+        assert np.all(np.diff(graph.feat_offsets) == graph.space.n_dense)
+    text = gzip.open(tmp_path / "hg" / "0.gz", "rt", encoding="utf-8").read().splitlines()
+    fixture_text = gzip.open(shared / "fixtures" / "moses" / "m30k-hiero" / "hypergraph" / "0.txt.gz", "rt",
+                             encoding="utf-8").read().splitlines()
+    assert text[0] == fixture_text[0] and text[2:4] == fixture_text[2:4] == ["# node 0", "1"]
+    names = [f.rsplit("=", 1)[0] for f in text[4].split(" ||| ")[1].split()]
+    assert names == [f.rsplit("=", 1)[0] for f in fixture_text[4].split(" ||| ")[1].split()]
+    assert text[4].startswith("<s>  ||| ") and text[4].endswith(" ||| 1")
+    # Moses' own hypergraph MIRA reads them and tunes on them
+    kbmira = shared / "tools" / "moses" / "bin" / "kbmira"
+    if kbmira.is_file():
+        dense = tmp_path / "dense"
+        fixture_weights = shared / "fixtures" / "moses" / "m30k-hiero" / "hypergraph" / "weights"
+        dense.write_text("".join(f"{name}= {value}\n" for name, value in (
+            line.split() for line in fixture_weights.read_text().splitlines())))
+        done = subprocess.run([str(kbmira), "-t", "hypergraph", "-H", str(tmp_path / "hg"), "-R",
+                               str(data / "test.tgt"), "-d", str(dense), "-J", "2", "-r", "1", "-o",
+                               str(tmp_path / "mira.out")], capture_output=True, text=True)
+        assert done.returncode == 0 and "Best BLEU" in done.stderr, done.stderr[-500:]
+        assert len((tmp_path / "mira.out").read_text().split()) == 2 * len(weights)
+
+
+def test_phrase_based_forests_in_moses_format(moses_system, tmp_path):
+    """A phrase-based model's search graphs written as Moses' phrase-based decoder writes them (the m30k
+    fixture): <s> with no trailing space first, </s> on the goal's edges, source-covered the words
+    translated; read back, the Viterbi derivation is the decoder's 1-best."""
+    from minismt.manifest import load_manifest
+    data, model = moses_system
+    graphs, best = _decoded_forests(model, data / "test.src", tmp_path / "hg", tmp_path)
+    lengths = [len(line.split()) for line in (data / "test.src").read_text(encoding="utf-8").splitlines()]
+    w = graphs[0].space.weights(load_manifest(model)["default_weights"], grow=False)
+    for graph, text, n in zip(graphs, best, lengths):
+        assert graph.viterbi(w).text == text
+        assert graph.edge_layout[0] == LAYOUT_BOS and graph.edge_covered[0] == 0
+        goal_edges = range(graph.in_offsets[graph.goal], graph.in_offsets[graph.goal + 1])
+        assert all(graph.edge_layout[e] == LAYOUT_EOS and graph.edge_covered[e] == n for e in goal_edges)

@@ -618,8 +618,8 @@ def test_local_corpus_errors_name_the_users_files(tmp_path, capsys, damage, file
 def test_hiero_pipeline(tmp_path):
     """[train] model = "hiero": minismt train --hiero with grammars for the dev and test sets, tuning
     (MERT on k-best lists and hypergraph MERT on the chart decoder's forests) and the test set
-    decoded with the tuned weights, all with minismt's chart decoder; the search-graph figure says
-    it is not drawn for Hiero forests."""
+    decoded with the tuned weights, all with minismt's chart decoder; the hypergraph figure draws a
+    test sentence's forest, edges with two tails among them."""
     text = tiny_text(tuners='["mert", "hg-mert"]', seeds="1", iterations=2).replace(
         "[train]\nlm_order = 3", "[train]\nlm_order = 3\nmodel = \"hiero\"")
     config = load_config(write_config(tmp_path, text))
@@ -636,5 +636,7 @@ def test_hiero_pipeline(tmp_path):
         assert 0 < run["test"]["bleu"] <= 100
     assert max(on_disk["tuners"][t]["runs"][0]["test"]["bleu"] for t in ("mert", "hg-mert")) > untuned
     figure = on_disk["figures"]["hypergraph"]
-    assert figure["file"] is None and "Hiero" in figure["error"]
+    assert figure["file"] == "hypergraph.png" and (tmp_path / "report" / "hypergraph.png").stat().st_size > 0
+    assert figure["title"].startswith("Hiero forest of") and figure["drawn_two_tail_edges"] >= 1
+    assert figure["drawn_edges"] <= 30 and figure["best_derivation"] == figure["translation"]
     assert report is not None

@@ -67,13 +67,17 @@ UNMATCHED = _hiero_force.FIRST_SPECIAL - 2
 @dataclass
 class HieroResult:
     """The 1-best translation of a sentence, its model score, its dense features (over
-    :data:`FEATURE_NAMES`) and sparse ones (``{name: value}``), and the forest."""
+    :data:`FEATURE_NAMES`) and sparse ones (``{name: value}``), and the forest, with each node's
+    label (``X`` or ``S``; the goal is ``S``) and span ``[start, end)`` over ``<s> w_1 .. w_n </s>``
+    (``<s>`` at 0: an ``X`` node spans words, an ``S`` node starts at ``<s>``, the goal covers all)."""
 
     best: str
     score: float
     features: np.ndarray
     hypergraph: Hypergraph
     sparse: dict = field(default_factory=dict)
+    node_labels: list = field(default_factory=list)
+    node_spans: np.ndarray = field(default_factory=lambda: np.zeros((0, 2), dtype=np.int64))
 
     def feature_dict(self) -> dict[str, float]:
         return dict(zip(FEATURE_NAMES, self.features.tolist()))
@@ -85,6 +89,7 @@ class _Applications:
     :func:`_hiero_force.force` take) and what its forest needs to name its edges' rules: the local
     rules are the grammar's ``local_global`` rules, then the special rules of ``special_kind``."""
 
+    n_words: int
     n_cells: int
     cell_order: np.ndarray
     app_cell: np.ndarray
@@ -186,7 +191,8 @@ class HieroDecoder:
         goal_items = np.flatnonzero(item_cell == apps.goal_cell)
         if goal_items.shape[0] != 1:
             raise RuntimeError(f"{goal_items.shape[0]} goal items")
-        return self._result(apps, int(goal_items[0]), n_items, edge_head, edge_rule, edge_tails, edge_lm)
+        return self._result(apps, int(goal_items[0]), n_items, item_cell, edge_head, edge_rule, edge_tails,
+                            edge_lm)
 
     def force(self, words: Sequence[str] | str, reference: Sequence[str] | str) -> HieroResult | None:
         """Forced decoding: the forest of every derivation of ``words`` whose yield is ``reference``
@@ -206,7 +212,8 @@ class HieroDecoder:
         goal_items = np.flatnonzero(item_cell == apps.goal_cell)
         if goal_items.shape[0] == 0:
             return None
-        return self._result(apps, int(goal_items[0]), n_items, edge_head, edge_rule, edge_tails, edge_lm)
+        return self._result(apps, int(goal_items[0]), n_items, item_cell, edge_head, edge_rule, edge_tails,
+                            edge_lm)
 
     @staticmethod
     def _tokens(words: Sequence[str] | str, what: str) -> list[str]:
@@ -215,14 +222,20 @@ class HieroDecoder:
             raise InputError(f"{what} tokens must be non-empty strings without whitespace")
         return tokens
 
-    def _result(self, apps: "_Applications", goal: int, n_items, edge_head, edge_rule, edge_tails,
+    def _result(self, apps: "_Applications", goal: int, n_items, item_cell, edge_head, edge_rule, edge_tails,
                 edge_lm) -> HieroResult:
-        hypergraph = self._forest(goal, n_items, edge_head, edge_rule, edge_tails, edge_lm, apps)
+        # each item's span: an X cell i * (n + 1) + j over words [i, j), an S cell s_base + k over [0, k)
+        width = apps.n_words + 1
+        s_base = width * width
+        is_x = item_cell < s_base
+        spans = np.where(is_x[:, None], np.stack([item_cell // width + 1, item_cell % width + 1], axis=1),
+                         np.stack([np.zeros_like(item_cell), item_cell - s_base], axis=1)).astype(np.int64)
+        hypergraph, nodes = self._forest(goal, n_items, edge_head, edge_rule, edge_tails, edge_lm, apps, spans)
         best = hypergraph.viterbi(self.full_weights())
         features = best.features()
         sparse = {name: value for name, value in features.items() if name not in HIERO_DEFAULT_WEIGHTS}
         return HieroResult(best.text, float(best.score), best.dense()[:len(FEATURE_NAMES)], hypergraph,
-                           sparse)
+                           sparse, ["X" if x else "S" for x in is_x[nodes].tolist()], spans[nodes])
 
     def _applications(self, words: list[str]) -> "_Applications":
         """The rule applications of a sentence: the rule-table rules whose source side matches a span
@@ -320,7 +333,7 @@ class HieroDecoder:
         by_cell = np.argsort(position[app_cell_arr], kind="stable")
         special_off = tgt_off[-1] + np.cumsum([len(s) for s in special_tgt])
         return _Applications(
-            n_cells=s_base + n + 3, cell_order=np.array(cell_order, dtype=np.int64),
+            n_words=n, n_cells=s_base + n + 3, cell_order=np.array(cell_order, dtype=np.int64),
             app_cell=app_cell_arr[by_cell], app_child=np.array(app_child, dtype=np.int64).reshape(-1, 2)[by_cell],
             app_lo=np.array(app_lo, dtype=np.int64)[by_cell], app_hi=np.array(app_hi, dtype=np.int64)[by_cell],
             rules=np.array(rules_list, dtype=np.int64),
@@ -338,13 +351,18 @@ class HieroDecoder:
 
     # ---- the forest ------------------------------------------------------------------------------
     def _forest(self, goal, n_items, edge_head, edge_rule, edge_tails, edge_lm,
-                apps: "_Applications") -> Hypergraph:
-        """The items that reach the goal, renumbered in creation order (children first), and their
-        edges with features and target templates."""
+                apps: "_Applications", spans: np.ndarray) -> tuple[Hypergraph, np.ndarray]:
+        """The items that reach the goal, numbered as Moses' chart decoder numbers its hypergraph's
+        nodes (by span width, then start: children first, the goal last), and their edges (each
+        node's in the order they were popped: the best first) with features and target templates;
+        and the item of each node."""
         reach = _hiero_search.reachable(goal, n_items, edge_head, edge_tails)
-        new_id = np.cumsum(reach) - 1
+        nodes = np.flatnonzero(reach)
+        nodes = nodes[np.lexsort((nodes, spans[nodes, 0], spans[nodes, 1] - spans[nodes, 0]))]
+        new_id = np.full(n_items, -1, dtype=np.int64)
+        new_id[nodes] = np.arange(nodes.shape[0])
         edges = np.flatnonzero(reach[edge_head])
-        edges = edges[np.argsort(edge_head[edges], kind="stable")]
+        edges = edges[np.argsort(new_id[edge_head[edges]], kind="stable")]
         n_nodes = int(reach.sum())
         in_offsets = np.zeros(n_nodes + 1, dtype=np.int64)
         np.cumsum(np.bincount(new_id[edge_head[edges]], minlength=n_nodes), out=in_offsets[1:])
@@ -393,8 +411,9 @@ class HieroDecoder:
         feat_offsets = np.zeros(edges.shape[0] + 1, dtype=np.int64)
         np.cumsum(np.bincount(rows, minlength=edges.shape[0]), out=feat_offsets[1:])
         tmpl, tmpl_offsets = take_ranges(templates, template_off, edge_rule[edges])
-        return Hypergraph(self.space, self.vocab, n_nodes, in_offsets, tail_offsets,
-                          new_id[tails[present]], feat_offsets, columns, values, tmpl_offsets, tmpl)
+        return (Hypergraph(self.space, self.vocab, n_nodes, in_offsets, tail_offsets,
+                           new_id[tails[present]], feat_offsets, columns, values, tmpl_offsets, tmpl),
+                nodes)
 
 
 # ---- a trained model folder -------------------------------------------------------------------------

@@ -97,6 +97,20 @@ class DecodeResult:
     def n_edges(self) -> int:
         return self.hypergraph.n_edges
 
+    def coverage(self) -> np.ndarray:
+        """bool[n_nodes, n_words]: the source words each search-graph node has translated."""
+        graph = self.hypergraph
+        covered = np.zeros((graph.n_nodes, len(self.source)), dtype=bool)
+        for e in range(graph.n_edges):  # tails are earlier nodes: their coverage is known
+            head = graph.edge_head[e]
+            tails = graph.edge_tails(e)
+            if tails.size:
+                covered[head] |= covered[tails].any(axis=0)
+            start, end = self.edge_spans[e]
+            if start >= 0:
+                covered[head, start:end] = True
+        return covered
+
     @property
     def feature_dict(self) -> dict[str, float]:
         """``{name: value}`` of the 1-best: the 15 dense features, then its sparse ones."""

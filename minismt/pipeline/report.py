@@ -17,7 +17,8 @@ each figure's title is also its heading in report.md:
 - ``hypergraph.png``: the search graph of one short test sentence under the tuned
   weights, pruned to its best paths (max-marginal pruning), in layers by the number
   of source words translated, each state labelled with its coverage, the best
-  derivation in red (:func:`minismt.hypergraph.draw.draw_layered`).
+  derivation in red (:func:`minismt.hypergraph.draw.draw_layered`); for a Hiero model its
+  forest (:func:`chart_forest_figure`): chart items in layers by span, edges with two tails.
 
 BLEU is in percent (0-100) everywhere in the report.
 
@@ -544,17 +545,7 @@ def error_surface_figure(report: dict, feature: str):
 
 def coverage_labels(result) -> list[str]:
     """Each search-graph node's source coverage, one square per source word (■ translated, □ not yet)."""
-    graph = result.hypergraph
-    covered = np.zeros((graph.n_nodes, len(result.source)), dtype=bool)
-    for e in range(graph.n_edges):  # tails are earlier nodes: their coverage is known
-        head = graph.edge_head[e]
-        tails = graph.edge_tails(e)
-        if tails.size:
-            covered[head] |= covered[tails].any(axis=0)
-        start, end = result.edge_spans[e]
-        if start >= 0:
-            covered[head, start:end] = True
-    return ["".join(FILLED if c else EMPTY for c in row) for row in covered]
+    return ["".join(FILLED if c else EMPTY for c in row) for row in result.coverage()]
 
 
 def _pick_sentence(sentences: list[str], minimum: int = 4) -> int:
@@ -578,6 +569,18 @@ def _best_edges(graph, w, limit: int):
     return graph.subgraph(marginals >= cut), float(order[0] - cut)
 
 
+def _graph_figure(height: float, title: str, best: str, legend: list):
+    """A figure for a drawn hypergraph: the title above, the best derivation (red) and ``legend``'s
+    entries below; returns it and the axes between."""
+    from matplotlib.lines import Line2D
+    figure = _figure(height, layout=None)
+    handles = [Line2D([], [], color="tab:red", lw=1.4, label=f"best derivation: {best}")] + legend
+    figure.legend(handles=handles, loc="lower center", frameon=False, handlelength=1.6)
+    figure.suptitle(textwrap.fill(title, 52), y=0.99, va="top")
+    bottom, top = 0.42 / figure.get_figheight(), 1 - 0.3 / figure.get_figheight()
+    return figure, figure.add_axes((0.02, bottom + 0.02, 0.96, top - bottom - 0.02))
+
+
 @_styled
 def search_graph_figure(result, weights, tuner: str, limit: int = MAX_DRAWN_EDGES):
     """The search graph of one decoded sentence (a :class:`minismt.decode.DecodeResult`), pruned to
@@ -596,14 +599,9 @@ def search_graph_figure(result, weights, tuner: str, limit: int = MAX_DRAWN_EDGE
     words = [re.sub(r"\[\d+\]", "", pruned.edge_target(e)).strip() for e in range(pruned.n_edges)]
     source = " ".join(result.source)
     title = f"Search graph of “{source}” under {tuner}'s weights"
-    figure = _figure(0.5 * (max(layers) + 1) + 1.0, layout=None)
-    legend = [Line2D([], [], color="tab:red", lw=1.4, label=f"best derivation: {best.text}"),
-              Line2D([], [], color="#8c8c8c", lw=0.7, label="other edges, labelled with the words they add"),
-              Patch(fc="white", ec="#666666", lw=0.6, label=f"state: {FILLED} source word translated, {EMPTY} not yet")]
-    figure.legend(handles=legend, loc="lower center", frameon=False, handlelength=1.6)
-    figure.suptitle(textwrap.fill(title, 52), y=0.99, va="top")
-    bottom, top = 0.42 / figure.get_figheight(), 1 - 0.3 / figure.get_figheight()
-    ax = figure.add_axes((0.02, bottom + 0.02, 0.96, top - bottom - 0.02))
+    figure, ax = _graph_figure(0.5 * (max(layers) + 1) + 1.0, title, best.text, [
+        Line2D([], [], color="#8c8c8c", lw=0.7, label="other edges, labelled with the words they add"),
+        Patch(fc="white", ec="#666666", lw=0.6, label=f"state: {FILLED} source word translated, {EMPTY} not yet")])
     draw_layered(pruned, ax, labels, layers=layers, edge_labels=words, highlight=best.edges)
     note = (f"The {pruned.n_edges} of {graph.n_edges} edges with the best max-marginals (a union of whole "
             f"derivations). A box is a decoder state; its squares are the source words "
@@ -615,10 +613,62 @@ def search_graph_figure(result, weights, tuner: str, limit: int = MAX_DRAWN_EDGE
                     "drawn_edges": pruned.n_edges, "max_marginal_margin": margin, "note": note}
 
 
+@_styled
+def chart_forest_figure(result, source: list[str], weights, tuner: str, limit: int = MAX_DRAWN_EDGES):
+    """The forest of one sentence the Hiero chart decoder translated (a
+    :class:`minismt.decode.hiero.HieroResult`), pruned to the ``limit`` edges with the best
+    max-marginals, in layers by span width from the words to the goal: each item labelled with its
+    non-terminal and the source words it covers, each edge with its rule's target side (``[1]``,
+    ``[2]``: the items of its non-terminals, the two tails of a two-tail edge), the best derivation in
+    red: (Figure, info)."""
+    from matplotlib.lines import Line2D
+    from minismt.hypergraph.draw import draw_layered
+    graph = result.hypergraph.replace(node_cat=[f"{label} {start} {end}" for label, (start, end)
+                                                in zip(result.node_labels, result.node_spans.tolist())])
+    pruned, margin = _best_edges(graph, weights, limit)
+    best = pruned.viterbi(weights)
+    words = ["<s>"] + list(source) + ["</s>"]
+    labels, widths = [], []
+    for v, cat in enumerate(pruned.node_cat):
+        label, start, end = cat.split()
+        start, end = int(start), int(end)
+        if v == pruned.goal:
+            labels.append("goal")
+        elif label == "S":            # the glue rules' items: <s> and the words 1 .. end - 1
+            labels.append("S <s>" if end == 1 else f"S 1-{end - 1}")
+        else:                         # a rule-table rule's item: its source words (and a leaf's translation)
+            text = " ".join(words[start:end]) if end - start <= 2 else f"{words[start]} … {words[end - 1]}"
+            first = pruned.in_offsets[v]
+            if pruned.in_offsets[v + 1] > first and pruned.edge_tails(first).size == 0:
+                text += "\n→ " + pruned.edge_target(first)
+            labels.append(text)
+        widths.append(end - start)
+    layer_of = {w: k for k, w in enumerate(sorted(set(widths)))}
+    layers = [layer_of[w] for w in widths]
+    two_tails = sum(pruned.edge_tails(e).size == 2 for e in range(pruned.n_edges))
+    sentence = " ".join(source)
+    title = f"Hiero forest of “{sentence}” under {tuner}'s weights"
+    figure, ax = _graph_figure(0.55 * (max(layers) + 1) + 1.0, title, best.text, [
+        Line2D([], [], color="#8c8c8c", lw=0.7, label="other edges, labelled with their rule's target")])
+    draw_layered(pruned, ax, labels, layers=layers, edge_labels=[pruned.edge_target(e) for e in range(pruned.n_edges)],
+                 highlight=best.edges, fontsize=6.0)
+    note = (f"The {pruned.n_edges} of {graph.n_edges} edges with the best max-marginals (a union of whole "
+            f"derivations), {two_tails} of them with two tails. A box is a chart item: the source words an X "
+            f"item (a rule-table rule's) covers (→ its translation where a rule made it from words alone; "
+            f"two items over the same words differ in their LM state), or “S 1-k”, the glue rules' item "
+            f"over <s> and words 1 to k; "
+            f"items are in rows by the number of words they span. An edge is a rule application, labelled "
+            f"with its target side: [1] and [2] are the items of its non-terminals, so an edge with two "
+            f"arrows has two tails. Red: the best derivation, “{best.text}”.")
+    return figure, {"title": title, "source": sentence, "translation": result.best, "best_derivation": best.text,
+                    "nodes": graph.n_nodes, "edges": graph.n_edges, "drawn_nodes": pruned.n_nodes,
+                    "drawn_edges": pruned.n_edges, "drawn_two_tail_edges": two_tails,
+                    "max_marginal_margin": margin, "note": note}
+
+
 def _hypergraph(report, pipeline, model, corpus):
-    """:func:`search_graph_figure` of the shortest test sentence of 4 words or more under the first tuner's
-    weights (its run with the best dev BLEU)."""
-    from minismt.decode import Decoder
+    """:func:`search_graph_figure` (a Hiero model: :func:`chart_forest_figure`) of the shortest test
+    sentence of 4 words or more under the first tuner's weights (its run with the best dev BLEU)."""
     sentences = read_lines(os.path.join(corpus.folder, "test.src"))
     index = _pick_sentence(sentences)
     tuner = next(iter(report["tuners"]))
@@ -626,8 +676,14 @@ def _hypergraph(report, pipeline, model, corpus):
     run = next(r for r in info["runs"] if r["seed"] == info["representative_seed"])
     model_dir = os.path.join(model.folder, model.result["model_dir"])
     if load_manifest(model_dir).get("model") == "hiero":
-        raise InputError("the search-graph figure is drawn for phrase-based models (not yet for Hiero forests)")
-    decoder = Decoder(model_dir, weights=run["weights"], stack_size=pipeline.config.test["stack"])
-    result = decoder.decode(sentences[index])
-    figure, drawn = search_graph_figure(result, decoder.full_weights(), tuner)
+        from minismt.decode.hiero import HieroDecoder, grammar_for, load_model
+        grammar, lm, _ = load_model(model_dir, grammar_for(model_dir, sentences))
+        decoder = HieroDecoder(grammar, lm, run["weights"])
+        result = decoder.decode(sentences[index])
+        figure, drawn = chart_forest_figure(result, sentences[index].split(), decoder.full_weights(), tuner)
+    else:
+        from minismt.decode import Decoder
+        decoder = Decoder(model_dir, weights=run["weights"], stack_size=pipeline.config.test["stack"])
+        result = decoder.decode(sentences[index])
+        figure, drawn = search_graph_figure(result, decoder.full_weights(), tuner)
     return figure, {**drawn, "sentence_index": index, "tuner": tuner, "seed": run["seed"]}

@@ -598,3 +598,54 @@ def write_moses_hypergraph(graph: Hypergraph, path: str | os.PathLike, source_co
     text = dumps_moses_hypergraph(graph, source_covered)
     with atomic_write(path) as out:
         out.write(text)
+
+
+def decoder_forest(result) -> MosesHypergraph:
+    """The forest of a sentence minismt decoded (a phrase-based ``DecodeResult`` or a Hiero
+    ``HieroResult``) laid out as Moses writes its search graphs
+    (``-output-search-graph-hypergraph``, the fixtures' ``m30k/hypergraphs`` and
+    ``m30k-hiero/hypergraph``): every dense feature on every edge that has a feature (zeros
+    included), ``<s>`` on the edge that starts every derivation and ``</s>`` on the goal's edges;
+    source-covered is the head's source words, ``<s>`` and ``</s>`` counted for the chart decoder
+    (its nodes' spans), translated words for the phrase-based one (its nodes' coverage); a chart
+    edge's target ends with a space, as Moses' chart decoder writes it."""
+    graph = result.hypergraph
+    n_edges, n_dense = graph.n_edges, graph.space.n_dense
+    spans = getattr(result, "node_spans", None)
+    if spans is not None:
+        covered, spacing = spans[:, 1] - spans[:, 0], LAYOUT_SPACE
+    else:
+        covered, spacing = result.coverage().sum(axis=1), 0
+    layout = np.full(n_edges, LAYOUT_SPACE, dtype=np.uint8)
+    starts = (np.diff(graph.tail_offsets) == 0) & (np.diff(graph.tmpl_offsets) == 0)
+    layout[starts] = LAYOUT_BOS | spacing
+    layout[graph.edge_head == graph.goal] = LAYOUT_EOS | spacing
+    # the dense block in full on every edge with a feature, then the edge's sparse features
+    counts = np.diff(graph.feat_offsets)
+    rows = np.repeat(np.arange(n_edges), counts)
+    is_dense = graph.feat_ids < n_dense
+    dense = np.zeros((n_edges, n_dense))
+    dense[rows[is_dense], graph.feat_ids[is_dense]] = graph.feat_values[is_dense]
+    has = counts > 0
+    n_sparse = np.bincount(rows[~is_dense], minlength=n_edges)
+    offsets = np.zeros(n_edges + 1, dtype=np.int64)
+    np.cumsum(np.where(has, n_dense, 0) + n_sparse, out=offsets[1:])
+    ids = np.empty(offsets[-1], dtype=np.int64)
+    values = np.empty(offsets[-1])
+    at = (offsets[:-1][has, None] + np.arange(n_dense)).ravel()
+    ids[at] = np.tile(np.arange(n_dense), int(has.sum()))
+    values[at] = dense[has].ravel()
+    sparse_rows = rows[~is_dense]
+    rank = np.arange(sparse_rows.shape[0]) - np.concatenate([[0], np.cumsum(n_sparse)])[sparse_rows]
+    at = offsets[sparse_rows] + n_dense + rank
+    ids[at] = graph.feat_ids[~is_dense]
+    values[at] = graph.feat_values[~is_dense]
+    return MosesHypergraph(graph.space, graph.vocab, graph.n_nodes, graph.in_offsets, graph.tail_offsets,
+                           graph.tails, offsets, ids, values, graph.tmpl_offsets, graph.tmpl,
+                           edge_covered=np.asarray(covered, dtype=np.int64)[graph.edge_head], edge_layout=layout)
+
+
+def write_decoder_forest(result, directory: str | os.PathLike, index: int) -> None:
+    """:func:`decoder_forest` of sentence ``index`` written as ``directory/<index>.gz`` (the files
+    ``moses -output-search-graph-hypergraph true gz DIR`` writes and ``kbmira --type hypergraph`` reads)."""
+    write_moses_hypergraph(decoder_forest(result), os.path.join(directory, f"{index}.gz"))
