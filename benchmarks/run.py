@@ -43,6 +43,7 @@ BENCHMARKS = {
     "tuner-comparison-fr-en": ("tuner_comparison", {"corpus": "multi30k-fr-en"}),
     "accumulation-study": ("tuner_comparison", {"study": "accumulation"}),
     "hypergraph-study": ("tuner_comparison", {"study": "hypergraph"}),
+    "hypergraph-study-hiero": ("tuner_comparison", {"study": "hypergraph-hiero"}),
     "sparse-study": ("tuner_comparison", {"study": "sparse"}),
     "bo-speed": "bo_speed",
     "first-hour": "first_hour",

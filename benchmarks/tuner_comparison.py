@@ -42,6 +42,11 @@ ACCUMULATION_STUDY = ["listnet accumulate=merge", "listmle-te accumulate=merge"]
 """With ``--accumulation-study``: the listwise tuners with k-best merging instead of instance aggregating."""
 HYPERGRAPH_STUDY = ["mert", "hg-mert", "nbl-bo", "hg-bo", "chg-bo"]
 """With ``--hypergraph-study``: n-best and hypergraph MERT and the BO tuners (issue 7), test BLEU per iteration."""
+HIERO_SPARSE = "sparse_features=rule-id,rule-shape,source-bigram,target-bigram"
+"""The sparse rule features of a Hiero model (the BO paper's large-scale set, as cdec computes it)."""
+HIERO_HYPERGRAPH_STUDY = HYPERGRAPH_STUDY + [f"hg-rembo {HIERO_SPARSE}", f"kbmira {HIERO_SPARSE}"]
+"""With ``--hypergraph-study --hiero``: the hypergraph study on a Hiero model's forests (edges with two
+tails), plus HG-REMBO and k-best MIRA with the sparse rule features."""
 SPARSE_STUDY = ["pro", "apro", "apro C=0.01", "kbmira", "listmle-te", "oro", "hg-rembo"]
 """With ``--sparse-study``: these tuners dense only and with :data:`SPARSE_OPTIONS` (the APRO paper's scale);
 APRO also with the paper's C = 0.01 (its default C = 1 was chosen on the dense features)."""
@@ -187,7 +192,8 @@ def curves(result: dict, path: str) -> None:
         axes.set_ylim(bottom - 0.1, top)
         axes.set_xlabel("iteration (weights decoded; 1 = untuned)")
         axes.set_ylabel(f"{what} BLEU")
-        axes.set_title(f"{result['corpus']}: {what} BLEU per iteration (mean over seeds)")
+        system = " Hiero" if result.get("model") == "hiero" else ""
+        axes.set_title(f"{result['corpus']}{system}: {what} BLEU per iteration (mean over seeds)")
         axes.grid(alpha=0.3)
         axes.legend(ncol=2, fontsize=8, loc="lower right")
     figure.tight_layout()
@@ -339,21 +345,25 @@ def sparse_study(quick: bool = False, corpus: str = "multi30k-de-en", partial_js
     return result
 
 
-STUDIES = {"accumulation": (ACCUMULATION_STUDY, False), "hypergraph": (HYPERGRAPH_STUDY, True)}
+STUDIES = {"accumulation": (ACCUMULATION_STUDY, False), "hypergraph": (HYPERGRAPH_STUDY, True),
+           "hypergraph-hiero": (HIERO_HYPERGRAPH_STUDY, True)}
 """``study`` -> (tuner labels, test BLEU at every iteration); the "sparse" study is :func:`sparse_study`."""
 
 
 def run(quick: bool = False, corpus: str = "multi30k-de-en", png: str | None = None,
         partial_json: str | None = None, labels=TUNERS, per_iteration: bool = False,
         study: str | None = None, results_dir: str | None = None) -> dict:
-    """The comparison of ``labels`` (or of the tuners of ``study``: "accumulation", "hypergraph" or "sparse";
-    ``results_dir``: where the sparse study writes its files)."""
+    """The comparison of ``labels`` (or of the tuners of ``study``: "accumulation", "hypergraph",
+    "hypergraph-hiero" (on a Hiero model) or "sparse"; ``results_dir``: where the sparse study writes its
+    files)."""
     if study == "sparse":
         return sparse_study(quick, corpus, partial_json, results_dir)
     if study is not None:
         labels, per_iteration = STUDIES[study]
     result = tuner_quality.run(quick=quick, corpus=corpus, runs=comparison_runs(quick, labels, per_iteration),
-                               partial_json=partial_json, test_every_iteration=per_iteration)
+                               partial_json=partial_json, test_every_iteration=per_iteration,
+                               model_kind="hiero" if study == "hypergraph-hiero" else "phrase",
+                               max_train=3000 if quick and study == "hypergraph-hiero" else None)
     result["table"] = table(result)
     result["claims"] = claims(result)
     if per_iteration:
@@ -378,6 +388,8 @@ if __name__ == "__main__":
                         help="run only " + ", ".join(ACCUMULATION_STUDY) + " (compare with the main table)")
     parser.add_argument("--hypergraph-study", action="store_true",
                         help="run " + ", ".join(HYPERGRAPH_STUDY) + " with test BLEU at every iteration")
+    parser.add_argument("--hiero", action="store_true",
+                        help="with --hypergraph-study: on a Hiero model (" + ", ".join(HIERO_HYPERGRAPH_STUDY) + ")")
     parser.add_argument("--sparse-study", action="store_true",
                         help="run " + ", ".join(SPARSE_STUDY) + " dense only and with sparse features")
     parser.add_argument("--results-dir", default=None,
@@ -400,4 +412,5 @@ if __name__ == "__main__":
         print(json.dumps(run(quick=args.quick, corpus=args.corpus, png=args.png,
                              partial_json=args.partial_json,
                              study=("accumulation" if args.accumulation_study else
-                                    "hypergraph" if args.hypergraph_study else None))))
+                                    ("hypergraph-hiero" if args.hiero else "hypergraph") if args.hypergraph_study
+                                    else None))))
