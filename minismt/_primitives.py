@@ -2,7 +2,8 @@
 
 Kernels that build arrays of unknown size (hypotheses, arcs, derivations,
 envelope lines) grow them geometrically with :func:`grow` / :func:`grow_rows`;
-semiring code adds probabilities in log space with :func:`logaddexp`; hash
+semiring code adds probabilities in log space with :func:`logaddexp`; best-first searches keep
+index heaps (:func:`heap_push` / :func:`heap_pop`); hash
 tables (n-gram tables, recombination states, spans, derivation sets) mix
 integers with the splitmix64 finaliser :func:`mix64` (Steele, Lea & Flood
 2014, "Fast splittable pseudorandom number generators") and :func:`mix_in`,
@@ -82,3 +83,50 @@ def mix64(x):
 def mix_in(h, x):
     """The hash ``h`` extended by the non-negative integer ``x``."""
     return mix64(h ^ (np.uint64(x) + GOLDEN))
+
+
+@njit(cache=True, inline="always")
+def _heap_before(a, b, score):
+    """Heap order of items: the higher ``score`` first, then the smaller index (the earlier made)."""
+    return score[a] > score[b] or (score[a] == score[b] and a < b)
+
+
+@njit(cache=True)
+def heap_push(heap, lo, size, item, score):
+    """Push ``item`` on the binary heap ``heap[lo:lo + size]`` of indices into ``score`` (best on top:
+    the highest score, then the smallest index); the caller counts the new size."""
+    i = size
+    heap[lo + i] = item
+    while i > 0:
+        parent = (i - 1) // 2
+        if _heap_before(heap[lo + i], heap[lo + parent], score):
+            tmp = heap[lo + i]
+            heap[lo + i] = heap[lo + parent]
+            heap[lo + parent] = tmp
+            i = parent
+        else:
+            break
+
+
+@njit(cache=True)
+def heap_pop(heap, lo, size, score):
+    """Remove and return the top of the heap of :func:`heap_push` holding ``size`` items."""
+    top = heap[lo]
+    size -= 1
+    heap[lo] = heap[lo + size]
+    i = 0
+    while True:
+        left = 2 * i + 1
+        if left >= size:
+            break
+        child = left
+        if left + 1 < size and _heap_before(heap[lo + left + 1], heap[lo + left], score):
+            child = left + 1
+        if _heap_before(heap[lo + child], heap[lo + i], score):
+            tmp = heap[lo + i]
+            heap[lo + i] = heap[lo + child]
+            heap[lo + child] = tmp
+            i = child
+        else:
+            break
+    return top

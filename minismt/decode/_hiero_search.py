@@ -21,13 +21,12 @@ probability an application adds) in the last column of ``edge_feats``.
 
 from __future__ import annotations
 
-import heapq
 import math
 
 import numpy as np
 from numba import njit
 
-from minismt._primitives import GOLDEN, grow, grow_rows, mix64
+from minismt._primitives import GOLDEN, grow, grow_rows, heap_pop, heap_push, mix64
 from minismt.decode._chart_lm import apply_rule
 
 LN10 = math.log(10.0)
@@ -104,6 +103,8 @@ def search(t, weights_lm, n_cells, cell_order, app_cell, app_child, app_rules_lo
     complete = np.zeros(cap, dtype=np.bool_)
     item_score = np.zeros(cap, dtype=np.float64)
     item_cell = np.zeros(cap, dtype=np.int64)
+    item_hash = np.zeros(cap, dtype=np.uint64)
+    item_slot = np.zeros(cap, dtype=np.int64)
     n_items = 0
     e_cap = 1024
     edge_head = np.zeros(e_cap, dtype=np.int64)
@@ -121,10 +122,14 @@ def search(t, weights_lm, n_cells, cell_order, app_cell, app_child, app_rules_lo
     w_lm = weights_lm * LN10
     next_app = 0
     n_apps = app_cell.shape[0]
-    # the candidates of the cell being filled: their key (application, rule rank, child ranks), their
-    # item state as computed when pushed (so that a pop needs no second LM walk), rule, children, LM
+    # the candidates of the cell being filled: their key (application, rule rank, child ranks), score,
+    # item state as computed when pushed (so that a pop needs no second LM walk), rule, children, LM;
+    # a binary heap of them (best first) and an open-addressing set of their keys
     p_cap = 1024
     p_key = np.zeros((p_cap, 4), dtype=np.int64)
+    p_score = np.zeros(p_cap, dtype=np.float64)
+    p_slot = np.zeros(p_cap, dtype=np.int64)
+    heap = np.zeros(p_cap, dtype=np.int64)
     p_rule = np.zeros(p_cap, dtype=np.int64)
     p_children = np.zeros((p_cap, 2), dtype=np.int64)
     p_delta = np.zeros(p_cap, dtype=np.float64)
@@ -136,136 +141,128 @@ def search(t, weights_lm, n_cells, cell_order, app_cell, app_child, app_rules_lo
     p_right_len = np.zeros(p_cap, dtype=np.int64)
     p_length = np.zeros(p_cap, dtype=np.int64)
     p_complete = np.zeros(p_cap, dtype=np.bool_)
+    seen = np.full(4096, -1, dtype=np.int64)       # candidate ids by key
+    states = np.full(1024, -1, dtype=np.int64)     # the cell's item ids by LM state
     for cell in cell_order:
         first_app = next_app
         while next_app < n_apps and app_cell[next_app] == cell:
             next_app += 1
-        heap = [(0.0, 0)]
-        heap.pop()
-        seen = {(0, 0, 0, 0): True}
-        seen.clear()
+        heap_size = 0
         n_cand = 0
-        if n_items + 2 >= cap:
-            cap = 2 * cap
-            (left, left_len, left_est, right_w, right_b, right_len, length, complete, item_score,
-             item_cell) = _grow_items(cap, left, left_len, left_est, right_w, right_b, right_len, length,
-                                      complete, item_score, item_cell)
-        # the first candidate of every application whose child cells have items
-        for a in range(first_app, next_app):
-            if app_rules_hi[a] <= app_rules_lo[a]:
-                continue
-            ok = True
-            for k in range(2):
-                c = app_child[a, k]
-                if c >= 0 and cell_len[c] == 0:
-                    ok = False
-            if not ok:
-                continue
-            seen[(a, 0, 0, 0)] = True
-            if n_cand >= p_cap:
-                p_cap = 2 * p_cap
-                (p_key, p_rule, p_children, p_delta, p_left, p_left_len, p_left_est, p_right_w, p_right_b,
-                 p_right_len, p_length, p_complete) = _grow_pool(
-                    p_cap, p_key, p_rule, p_children, p_delta, p_left, p_left_len, p_left_est, p_right_w,
-                    p_right_b, p_right_len, p_length, p_complete)
-            rule, delta = _apply(t, a, 0, 0, 0, app_child, app_rules_lo, rules, rule_tgt, rule_tgt_off,
-                                 cell_off, cell_items, left, left_len, left_est, right_w, right_b, right_len,
-                                 length, complete, n_items, children, scratch_ints, scratch_floats)
-            score = rule_static[rule] + w_lm * delta
-            for k in range(2):
-                if children[k] >= 0:
-                    score += item_score[children[k]]
-            _keep(n_cand, a, 0, 0, 0, rule, delta, children, n_items, left, left_len, left_est, right_w,
-                  right_b, right_len, length, complete, p_key, p_rule, p_children, p_delta, p_left,
-                  p_left_len, p_left_est, p_right_w, p_right_b, p_right_len, p_length, p_complete)
-            heapq.heappush(heap, (-score, n_cand))
-            n_cand += 1
         first_item = n_items
-        state_of = {np.uint64(0): 0}
-        state_of.clear()
+        # the first candidate of every application whose child cells have items, then up to
+        # pop_limit pops, each pushing its neighbours: the next rule of the block, the next item of
+        # a child cell
+        a = first_app
         pops = 0
-        while len(heap) > 0 and pops < pop_limit:
-            neg, p = heapq.heappop(heap)
-            pops += 1
-            if n_items + 2 >= cap:
-                cap = 2 * cap
-                (left, left_len, left_est, right_w, right_b, right_len, length, complete, item_score,
-                 item_cell) = _grow_items(cap, left, left_len, left_est, right_w, right_b, right_len, length,
-                                          complete, item_score, item_cell)
-            # the candidate's state into the next item slot
-            _copy_item(p_left, p_left_len, p_left_est, p_right_w, p_right_b, p_right_len, p_length,
-                       p_complete, p, left, left_len, left_est, right_w, right_b, right_len, length,
-                       complete, n_items)
-            score = -neg
-            h = _state_hash(left[n_items], left_len[n_items], right_w[n_items], right_len[n_items],
-                            complete[n_items])
-            head = n_items
-            if h in state_of and _same_state(state_of[h], n_items, left, left_len, right_w,
-                                             right_len, complete):
-                head = state_of[h]
-                if score > item_score[head]:
-                    item_score[head] = score
-            else:
-                state_of[h] = n_items
-                item_score[n_items] = score
-                item_cell[n_items] = cell
-                n_items += 1
-            if n_edges >= e_cap:
-                e_cap = 2 * e_cap
-                edge_head = grow(edge_head, e_cap)
-                edge_rule = grow(edge_rule, e_cap)
-                edge_tails = grow_rows(edge_tails, e_cap)
-                edge_lm = grow(edge_lm, e_cap)
-            edge_head[n_edges] = head
-            edge_rule[n_edges] = p_rule[p]
-            edge_tails[n_edges, 0] = p_children[p, 0]
-            edge_tails[n_edges, 1] = p_children[p, 1]
-            edge_lm[n_edges] = LN10 * p_delta[p]
-            n_edges += 1
-            # the neighbours: the next rule of the block, the next item of a child cell
-            a, rank, k1, k2 = p_key[p, 0], p_key[p, 1], p_key[p, 2], p_key[p, 3]
-            for move in range(3):
-                nr, n1, n2 = rank, k1, k2
-                if move == 0:
-                    if app_rules_lo[a] + rank + 1 >= app_rules_hi[a]:
-                        continue
-                    nr = rank + 1
-                else:
-                    c = app_child[a, move - 1]
-                    if c < 0:
-                        continue
-                    if move == 1:
-                        if k1 + 1 >= cell_len[c]:
-                            continue
-                        n1 = k1 + 1
-                    else:
-                        if k2 + 1 >= cell_len[c]:
-                            continue
-                        n2 = k2 + 1
-                key = (a, nr, n1, n2)
-                if key in seen:
+        while True:
+            if a < next_app:            # the first candidates
+                if app_rules_hi[a] <= app_rules_lo[a] or (app_child[a, 0] >= 0 and cell_len[app_child[a, 0]] == 0) \
+                        or (app_child[a, 1] >= 0 and cell_len[app_child[a, 1]] == 0):
+                    a += 1
                     continue
-                seen[key] = True
+                moves_a, moves_rank, moves_k1, moves_k2, n_moves = a, 0, 0, 0, 1
+                a += 1
+            else:
+                if heap_size == 0 or pops >= pop_limit:
+                    break
+                p = heap_pop(heap, 0, heap_size, p_score)
+                heap_size -= 1
+                pops += 1
+                if n_items + 2 >= cap:
+                    cap = 2 * cap
+                    (left, left_len, left_est, right_w, right_b, right_len, length, complete, item_score,
+                     item_cell, item_hash, item_slot) = _grow_items(
+                        cap, left, left_len, left_est, right_w, right_b, right_len, length, complete,
+                        item_score, item_cell, item_hash, item_slot)
+                # the candidate's state into the next item slot; recombined with an item of the same state
+                _copy_item(p_left, p_left_len, p_left_est, p_right_w, p_right_b, p_right_len, p_length,
+                           p_complete, p, left, left_len, left_est, right_w, right_b, right_len, length,
+                           complete, n_items)
+                score = p_score[p]
+                h = _state_hash(left[n_items], left_len[n_items], right_w[n_items], right_len[n_items],
+                                complete[n_items])
+                if 2 * (n_items - first_item + 1) > states.shape[0]:
+                    states = _rehash_states(2 * states.shape[0], first_item, n_items, item_hash, item_slot,
+                                            left, left_len, right_w, right_len, complete)
+                slot, found = _find_state(states, h, n_items, left, left_len, right_w, right_len, complete)
+                if found:
+                    head = states[slot]
+                    if score > item_score[head]:
+                        item_score[head] = score
+                else:
+                    head = n_items
+                    states[slot] = head
+                    item_hash[head] = h
+                    item_slot[head] = slot
+                    item_score[head] = score
+                    item_cell[head] = cell
+                    n_items += 1
+                if n_edges >= e_cap:
+                    e_cap = 2 * e_cap
+                    edge_head = grow(edge_head, e_cap)
+                    edge_rule = grow(edge_rule, e_cap)
+                    edge_tails = grow_rows(edge_tails, e_cap)
+                    edge_lm = grow(edge_lm, e_cap)
+                edge_head[n_edges] = head
+                edge_rule[n_edges] = p_rule[p]
+                edge_tails[n_edges, 0] = p_children[p, 0]
+                edge_tails[n_edges, 1] = p_children[p, 1]
+                edge_lm[n_edges] = LN10 * p_delta[p]
+                n_edges += 1
+                moves_a, moves_rank, moves_k1, moves_k2, n_moves = p_key[p, 0], p_key[p, 1], p_key[p, 2], \
+                    p_key[p, 3], 3
+            for move in range(n_moves):
+                ca, nr, n1, n2 = moves_a, moves_rank, moves_k1, moves_k2
+                if n_moves == 3:
+                    if move == 0:
+                        if app_rules_lo[ca] + nr + 1 >= app_rules_hi[ca]:
+                            continue
+                        nr += 1
+                    else:
+                        c = app_child[ca, move - 1]
+                        if c < 0:
+                            continue
+                        if move == 1:
+                            if n1 + 1 >= cell_len[c]:
+                                continue
+                            n1 += 1
+                        else:
+                            if n2 + 1 >= cell_len[c]:
+                                continue
+                            n2 += 1
+                if 2 * (n_cand + 1) > seen.shape[0]:
+                    seen = _rehash_candidates(2 * seen.shape[0], p_key, n_cand, p_slot)
+                slot, found = _find_candidate(seen, p_key, ca, nr, n1, n2)
+                if found:
+                    continue
                 if n_cand >= p_cap:
                     p_cap = 2 * p_cap
-                    (p_key, p_rule, p_children, p_delta, p_left, p_left_len, p_left_est, p_right_w,
-                     p_right_b, p_right_len, p_length, p_complete) = _grow_pool(
-                        p_cap, p_key, p_rule, p_children, p_delta, p_left, p_left_len, p_left_est,
-                        p_right_w, p_right_b, p_right_len, p_length, p_complete)
-                rule, delta = _apply(t, a, nr, n1, n2, app_child, app_rules_lo, rules, rule_tgt,
-                                     rule_tgt_off, cell_off, cell_items, left, left_len, left_est, right_w,
-                                     right_b, right_len, length, complete, n_items, children,
-                                     scratch_ints, scratch_floats)
+                    (p_key, p_score, p_slot, heap, p_rule, p_children, p_delta, p_left, p_left_len, p_left_est,
+                     p_right_w, p_right_b, p_right_len, p_length, p_complete) = _grow_pool(
+                        p_cap, p_key, p_score, p_slot, heap, p_rule, p_children, p_delta, p_left, p_left_len,
+                        p_left_est, p_right_w, p_right_b, p_right_len, p_length, p_complete)
+                rule, delta = _apply(t, ca, nr, n1, n2, app_child, app_rules_lo, rules, rule_tgt, rule_tgt_off,
+                                     cell_off, cell_items, left, left_len, left_est, right_w, right_b, right_len,
+                                     length, complete, n_items, children, scratch_ints, scratch_floats)
                 score = rule_static[rule] + w_lm * delta
                 for k in range(2):
                     if children[k] >= 0:
                         score += item_score[children[k]]
-                _keep(n_cand, a, nr, n1, n2, rule, delta, children, n_items, left, left_len, left_est,
-                      right_w, right_b, right_len, length, complete, p_key, p_rule, p_children, p_delta,
-                      p_left, p_left_len, p_left_est, p_right_w, p_right_b, p_right_len, p_length,
-                      p_complete)
-                heapq.heappush(heap, (-score, n_cand))
+                _keep(n_cand, ca, nr, n1, n2, rule, delta, children, n_items, left, left_len, left_est, right_w,
+                      right_b, right_len, length, complete, p_key, p_rule, p_children, p_delta, p_left,
+                      p_left_len, p_left_est, p_right_w, p_right_b, p_right_len, p_length, p_complete)
+                p_score[n_cand] = score
+                seen[slot] = n_cand
+                p_slot[n_cand] = slot
+                heap_push(heap, 0, heap_size, n_cand, p_score)
+                heap_size += 1
                 n_cand += 1
+        # empty the sets for the next cell
+        for q in range(n_cand):
+            seen[p_slot[q]] = -1
+        for item in range(first_item, n_items):
+            states[item_slot[item]] = -1
         # the cell's items, best first
         n_cell = n_items - first_item
         cell_items = grow(cell_items, n_cell_items + n_cell)
@@ -280,13 +277,67 @@ def search(t, weights_lm, n_cells, cell_order, app_cell, app_child, app_rules_lo
             edge_lm[:n_edges].copy())
 
 
+@njit(cache=True, inline="always")
+def _key_hash(a, rank, k1, k2):
+    h = mix64(np.uint64(a) + GOLDEN)
+    h = mix64(h ^ (np.uint64(rank) + GOLDEN))
+    h = mix64(h ^ (np.uint64(k1) + GOLDEN))
+    return mix64(h ^ (np.uint64(k2) + GOLDEN))
+
+
+@njit(cache=True)
+def _find_candidate(table, p_key, a, rank, k1, k2):
+    """``(slot, True)`` of the candidate with key (a, rank, k1, k2) in the open-addressing set
+    ``table`` (candidate ids, -1 empty), or ``(free slot, False)``."""
+    mask = table.shape[0] - 1
+    slot = np.int64(_key_hash(a, rank, k1, k2) & np.uint64(mask))
+    while table[slot] >= 0:
+        p = table[slot]
+        if p_key[p, 0] == a and p_key[p, 1] == rank and p_key[p, 2] == k1 and p_key[p, 3] == k2:
+            return slot, True
+        slot = (slot + 1) & mask
+    return slot, False
+
+
+@njit(cache=True)
+def _rehash_candidates(size, p_key, n_cand, p_slot):
+    table = np.full(size, -1, dtype=np.int64)
+    for p in range(n_cand):
+        slot, _ = _find_candidate(table, p_key, p_key[p, 0], p_key[p, 1], p_key[p, 2], p_key[p, 3])
+        table[slot] = p
+        p_slot[p] = slot
+    return table
+
+
+@njit(cache=True)
+def _find_state(table, h, item, left, left_len, right, right_len, complete):
+    """``(slot, True)`` of the item of ``item``'s LM state in the open-addressing set ``table``
+    (item ids, -1 empty), or ``(free slot, False)``."""
+    mask = table.shape[0] - 1
+    slot = np.int64(h & np.uint64(mask))
+    while table[slot] >= 0:
+        if _same_state(table[slot], item, left, left_len, right, right_len, complete):
+            return slot, True
+        slot = (slot + 1) & mask
+    return slot, False
+
+
+@njit(cache=True)
+def _rehash_states(size, first_item, n_items, item_hash, item_slot, left, left_len, right, right_len, complete):
+    table = np.full(size, -1, dtype=np.int64)
+    for item in range(first_item, n_items):
+        slot, _ = _find_state(table, item_hash[item], item, left, left_len, right, right_len, complete)
+        table[slot] = item
+        item_slot[item] = slot
+    return table
+
+
 @njit(cache=True)
 def _grow_items(cap, left, left_len, left_est, right_w, right_b, right_len, length, complete, item_score,
-                item_cell):
+                item_cell, item_hash, item_slot):
     return (grow_rows(left, cap), grow(left_len, cap), grow(left_est, cap), grow_rows(right_w, cap),
             grow_rows(right_b, cap), grow(right_len, cap), grow(length, cap), grow(complete, cap),
-            grow(item_score, cap),
-            grow(item_cell, cap))
+            grow(item_score, cap), grow(item_cell, cap), grow(item_hash, cap), grow(item_slot, cap))
 
 
 @njit(cache=True)
@@ -339,8 +390,9 @@ def _copy_item(left, left_len, left_est, right_w, right_b, right_len, length, co
 
 
 @njit(cache=True)
-def _grow_pool(cap, p_key, p_rule, p_children, p_delta, p_left, p_left_len, p_left_est, p_right_w,
-               p_right_b, p_right_len, p_length, p_complete):
-    return (grow_rows(p_key, cap), grow(p_rule, cap), grow_rows(p_children, cap), grow(p_delta, cap),
+def _grow_pool(cap, p_key, p_score, p_slot, heap, p_rule, p_children, p_delta, p_left, p_left_len, p_left_est,
+               p_right_w, p_right_b, p_right_len, p_length, p_complete):
+    return (grow_rows(p_key, cap), grow(p_score, cap), grow(p_slot, cap), grow(heap, cap), grow(p_rule, cap),
+            grow_rows(p_children, cap), grow(p_delta, cap),
             grow_rows(p_left, cap), grow(p_left_len, cap), grow(p_left_est, cap), grow_rows(p_right_w, cap),
             grow_rows(p_right_b, cap), grow(p_right_len, cap), grow(p_length, cap), grow(p_complete, cap))

@@ -32,7 +32,7 @@ import math
 import numpy as np
 from numba import njit
 
-from minismt._primitives import GOLDEN, POLY_BASE, grow, logaddexp
+from minismt._primitives import GOLDEN, POLY_BASE, grow, heap_pop, heap_push, logaddexp
 
 VITERBI = 0
 LOG = 1
@@ -345,51 +345,6 @@ def _grow_store(need, d_edge, d_score, d_rank_off, d_hash, d_pow, d_len):
 
 
 @njit(cache=True)
-def _better(a, b, d_score):
-    """Heap order of derivations: higher score first, then the earlier made one."""
-    return d_score[a] > d_score[b] or (d_score[a] == d_score[b] and a < b)
-
-
-@njit(cache=True)
-def _heap_push(heap, lo, size, d, d_score):
-    i = size
-    heap[lo + i] = d
-    while i > 0:
-        parent = (i - 1) // 2
-        if _better(heap[lo + i], heap[lo + parent], d_score):
-            tmp = heap[lo + i]
-            heap[lo + i] = heap[lo + parent]
-            heap[lo + parent] = tmp
-            i = parent
-        else:
-            break
-
-
-@njit(cache=True)
-def _heap_pop(heap, lo, size, d_score):
-    """Remove and return the best derivation of a heap of ``size`` items."""
-    top = heap[lo]
-    size -= 1
-    heap[lo] = heap[lo + size]
-    i = 0
-    while True:
-        left = 2 * i + 1
-        if left >= size:
-            break
-        child = left
-        if left + 1 < size and _better(heap[lo + left + 1], heap[lo + left], d_score):
-            child = left + 1
-        if _better(heap[lo + child], heap[lo + i], d_score):
-            tmp = heap[lo + i]
-            heap[lo + i] = heap[lo + child]
-            heap[lo + child] = tmp
-            i = child
-        else:
-            break
-    return top
-
-
-@njit(cache=True)
 def _rank_key(d, d_edge, d_rank_off, ranks, arity):
     h = np.uint64(d_edge[d]) * GOLDEN + np.uint64(1)
     for i in range(arity):
@@ -614,14 +569,14 @@ def lazy_kbest(in_offsets, tail_offsets, tails, tmpl_offsets, tmpl, score, vit, 
                     n_d += 1
                     n_r += a_c
                     hp_pool, hp_used = _reserve(hp_start, hp_size, hp_cap, hp_pool, hp_used, v)
-                    _heap_push(hp_pool, hp_start[v], hp_size[v], c, d_score)
+                    heap_push(hp_pool, hp_start[v], hp_size[v], c, d_score)
                     hp_size[v] += 1
             pending[v] = -1
         if hp_size[v] == 0:
             exhausted[v] = True
             sp -= 1
             continue
-        d = _heap_pop(hp_pool, hp_start[v], hp_size[v], d_score)
+        d = heap_pop(hp_pool, hp_start[v], hp_size[v], d_score)
         hp_size[v] -= 1
         pending[v] = d
         _set_yield_key(d, d_edge, d_rank_off, d_child, d_hash, d_pow, d_len, tmpl_offsets, tmpl)
