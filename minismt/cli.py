@@ -248,6 +248,9 @@ def _decode_command(args) -> int:
         check_writable_file(args.kbest_out, "--kbest-out")
     if args.hypergraph_dir:
         check_writable_dir(args.hypergraph_dir, "--hypergraph-dir")
+    elif args.hypergraph_format != "cdec":
+        raise InputError(f"--hypergraph-format {args.hypergraph_format} without --hypergraph-dir",
+                         expected="--hypergraph-dir DIR: the folder the forests go to")
     space = FeatureSpace(manifest["features"])
     w = space.weights(weights)  # the k-best list's space grows from this one: sparse names of the file first
     writer = None

@@ -646,7 +646,7 @@ def test_hiero_forests_in_moses_chart_format(hiero_system, tmp_path, shared):
         assert len((tmp_path / "mira.out").read_text().split()) == 2 * len(weights)
 
 
-def test_phrase_based_forests_in_moses_format(moses_system, tmp_path):
+def test_phrase_based_forests_in_moses_format(moses_system, tmp_path, capsys):
     """A phrase-based model's search graphs written as Moses' phrase-based decoder writes them (the m30k
     fixture): <s> with no trailing space first, </s> on the goal's edges, source-covered the words
     translated; read back, the Viterbi derivation is the decoder's 1-best."""
@@ -660,3 +660,10 @@ def test_phrase_based_forests_in_moses_format(moses_system, tmp_path):
         assert graph.edge_layout[0] == LAYOUT_BOS and graph.edge_covered[0] == 0
         goal_edges = range(graph.in_offsets[graph.goal], graph.in_offsets[graph.goal + 1])
         assert all(graph.edge_layout[e] == LAYOUT_EOS and graph.edge_covered[e] == n for e in goal_edges)
+    # the format without a folder to write to is one line of error
+    from minismt.cli import main
+    capsys.readouterr()
+    assert main(["decode", "--model", str(model), "--input", str(data / "test.src"), "--output",
+                 str(tmp_path / "o.txt"), "--hypergraph-format", "moses", "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "without --hypergraph-dir" in err and not (tmp_path / "o.txt").exists()
