@@ -9,14 +9,17 @@ lowercased text), source words per second over the decoding time (ours: the sum 
 per-sentence times, model loading excluded; Moses: its ``Translation took`` lines, as the anchor
 measured), their ratio, how many 1-best translations are the same, the forests' sizes (edges per
 sentence), hypergraph MERT's line search over the first 100 forests (seconds per direction), and
-our speed and forest sizes at pop limit 1000 on the first 100 sentences.  The anchor's numbers:
-BLEU 39.11 at 301 words/s (pop limit 200); the goal is 3x Moses' speed.
+our speed and forest sizes at pop limit 1000 on the first 100 sentences, and the peak memory of
+``minismt decode`` and of Moses decoding the whole set (each its own process).  The anchor's
+numbers: BLEU 39.11 at 301 words/s (pop limit 200), 0.87 GB; the goal is 3x Moses' speed and at
+most its memory.
 """
 
 from __future__ import annotations
 
 import re
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -29,6 +32,20 @@ POP_LIMIT = 200
 MAX_SPAN = 20
 FOREST_SENTENCES = 100      # forests kept for the line-search timing
 POP_1000_SENTENCES = 100
+
+
+def _peak_mb(argv: list[str]) -> tuple[float, subprocess.CompletedProcess]:
+    """Run ``argv`` under a small Python parent that reports its peak resident memory (MB): the
+    command's own, whatever else this process ran before."""
+    wrapper = ("import resource, subprocess, sys\n"
+               "done = subprocess.run(sys.argv[1:], capture_output=True, text=True)\n"
+               "sys.stdout.write(done.stdout)\n"
+               "sys.stderr.write(done.stderr)\n"
+               "sys.stderr.write('\\npeak-kb %d\\n' % resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n"
+               "sys.exit(done.returncode)\n")
+    done = subprocess.run([sys.executable, "-c", wrapper, *argv], capture_output=True, text=True)
+    peak = re.findall(r"peak-kb (\d+)", done.stderr)
+    return (round(int(peak[-1]) / 1024, 1) if peak else float("nan")), done
 
 
 def _spread(values) -> dict:
@@ -118,17 +135,23 @@ def run(quick: bool = False) -> dict:
         few_words = sum(len(s.split()) for s in few)
         result["pop_1000"] = {"sentences": len(few), "words_per_second": round(few_words / seconds_1000, 1),
                               "forest_edges_per_sentence": _spread(edges_1000)}
+        # minismt decode as a user runs it: its peak memory
+        cli = "import sys; from minismt.cli import main; sys.exit(main(sys.argv[1:]))"
+        ours_mb, done = _peak_mb([sys.executable, "-c", cli, "decode", "--model", str(model), "--input",
+                                  str(data / "input.src"), "--output", str(Path(tmp) / "ours.out"), "--pop-limit",
+                                  str(POP_LIMIT), "--max-chart-span", str(MAX_SPAN), "--jobs", "1", "--quiet"])
+        result["ours"]["decode_peak_mb"] = ours_mb if done.returncode == 0 else done.stderr[-300:]
         if MOSES.is_file():
-            done = subprocess.run([str(MOSES), "-f", str(model / "grammars" / "input" / "moses.ini"),
-                                   "-threads", "1", "-cube-pruning-pop-limit", str(POP_LIMIT),
-                                   "-i", str(data / "input.src")], capture_output=True, text=True)
+            moses_mb, done = _peak_mb([str(MOSES), "-f", str(model / "grammars" / "input" / "moses.ini"),
+                                       "-threads", "1", "-cube-pruning-pop-limit", str(POP_LIMIT),
+                                       "-i", str(data / "input.src")])
             if done.returncode == 0:
                 theirs = [line.strip() for line in done.stdout.splitlines()]
                 moses_seconds = sum(float(x) for x in re.findall(
                     r"Line \d+: Translation took ([0-9.]+) seconds total", done.stderr))
                 result["moses"] = {
                     "bleu": round(sacrebleu.corpus_bleu(theirs, [references], tokenize="none").score, 2),
-                    "seconds": round(moses_seconds, 1),
+                    "seconds": round(moses_seconds, 1), "peak_mb": moses_mb,
                     "words_per_second": round(words / moses_seconds, 1) if moses_seconds else None}
                 result["same_1best"] = sum(a == b for a, b in zip(ours, theirs))
                 if moses_seconds:
