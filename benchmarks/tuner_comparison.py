@@ -47,6 +47,8 @@ HIERO_SPARSE = "sparse_features=rule-id,rule-shape,source-bigram,target-bigram"
 HIERO_HYPERGRAPH_STUDY = HYPERGRAPH_STUDY + [f"hg-rembo {HIERO_SPARSE}", f"kbmira {HIERO_SPARSE}"]
 """With ``--hypergraph-study --hiero``: the hypergraph study on a Hiero model's forests (edges with two
 tails), plus HG-REMBO and k-best MIRA with the sparse rule features."""
+HIERO_QUICK = {"max_train": 3000, "quick_sentences": 60}
+"""The Hiero study's quick mode: a Hiero model of 3,000 pairs, 60 dev and test sentences."""
 SPARSE_STUDY = ["pro", "apro", "apro C=0.01", "kbmira", "listmle-te", "oro", "hg-rembo"]
 """With ``--sparse-study``: these tuners dense only and with :data:`SPARSE_OPTIONS` (the APRO paper's scale);
 APRO also with the paper's C = 0.01 (its default C = 1 was chosen on the dense features)."""
@@ -363,7 +365,7 @@ def run(quick: bool = False, corpus: str = "multi30k-de-en", png: str | None = N
     result = tuner_quality.run(quick=quick, corpus=corpus, runs=comparison_runs(quick, labels, per_iteration),
                                partial_json=partial_json, test_every_iteration=per_iteration,
                                model_kind="hiero" if study == "hypergraph-hiero" else "phrase",
-                               max_train=3000 if quick and study == "hypergraph-hiero" else None)
+                               **(HIERO_QUICK if quick and study == "hypergraph-hiero" else {}))
     result["table"] = table(result)
     result["claims"] = claims(result)
     if per_iteration:
