@@ -39,3 +39,26 @@ def test_process_pool_and_dask_cluster_equal_one_process(model_and_sentences):
         distributed = decode_corpus(job, sentences, executor=client.get_executor(), chunk_size=5)
     assert outputs_key(distributed) == outputs_key(serial)
     assert np.isfinite([o.score for o in serial]).all()
+
+
+def test_hiero_decoding_and_forced_decoding_in_processes_and_on_dask(hiero_system):
+    """A Hiero model's test set (its grammar's sentences) decoded in one process, a process pool and a
+    Dask LocalCluster: the same translations, scores, features and k-best lists; forced decoding of
+    the 1-best translations in a pool reaches every one with its decoded score or better."""
+    from minismt.decode.hiero import grammar_for
+    from minismt.parallel import force_corpus
+    data, model = hiero_system
+    sentences = (data / "test.src").read_text().splitlines()[:24]
+    grammar = grammar_for(str(model), (data / "test.src").read_text().splitlines())
+    job = DecodeJob(str(model), DecoderSettings(kbest=5), grammar=grammar)
+    serial = decode_corpus(job, sentences, chunk_size=4)
+    pooled = decode_corpus(job, sentences, jobs=2, chunk_size=3)
+    assert outputs_key(pooled) == outputs_key(serial)
+    from distributed import Client, LocalCluster
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
+            Client(cluster) as client:
+        distributed = decode_corpus(job, sentences, executor=client.get_executor(), chunk_size=5)
+    assert outputs_key(distributed) == outputs_key(serial)
+    forced = force_corpus(job, sentences, [o.best for o in serial], jobs=2, chunk_size=5)
+    assert all(rows is not None and rows.texts() == [o.best] and rows.scores[0] >= o.score - 1e-9
+               for rows, o in zip(forced, serial))
