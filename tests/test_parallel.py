@@ -23,6 +23,17 @@ def outputs_key(outputs):
             for o in outputs]
 
 
+def assert_pool_and_dask_agree(job, sentences, serial):
+    """A process pool and a Dask LocalCluster decode ``sentences`` as one process did (``serial``)."""
+    pooled = decode_corpus(job, sentences, jobs=2, chunk_size=3)
+    assert outputs_key(pooled) == outputs_key(serial)
+    from distributed import Client, LocalCluster
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
+            Client(cluster) as client:
+        distributed = decode_corpus(job, sentences, executor=client.get_executor(), chunk_size=5)
+    assert outputs_key(distributed) == outputs_key(serial)
+
+
 def test_process_pool_and_dask_cluster_equal_one_process(model_and_sentences):
     model, sentences = model_and_sentences
     job = DecodeJob(model, DecoderSettings(stack_size=30, kbest=5))
@@ -31,13 +42,7 @@ def test_process_pool_and_dask_cluster_equal_one_process(model_and_sentences):
     assert serial[-2].best == ""
     assert serial[-1].best == "zzqx yyqv xxqw"                 # unknown words pass through
     assert serial[-1].features[-1] == -300.0                 # UnknownWordPenalty0_0: -100 per word
-    pooled = decode_corpus(job, sentences, jobs=2, chunk_size=3)
-    assert outputs_key(pooled) == outputs_key(serial)
-    from distributed import Client, LocalCluster
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
-            Client(cluster) as client:
-        distributed = decode_corpus(job, sentences, executor=client.get_executor(), chunk_size=5)
-    assert outputs_key(distributed) == outputs_key(serial)
+    assert_pool_and_dask_agree(job, sentences, serial)
     assert np.isfinite([o.score for o in serial]).all()
 
 
@@ -52,13 +57,7 @@ def test_hiero_decoding_and_forced_decoding_in_processes_and_on_dask(hiero_syste
     grammar = grammar_for(str(model), (data / "test.src").read_text().splitlines())
     job = DecodeJob(str(model), DecoderSettings(kbest=5), grammar=grammar)
     serial = decode_corpus(job, sentences, chunk_size=4)
-    pooled = decode_corpus(job, sentences, jobs=2, chunk_size=3)
-    assert outputs_key(pooled) == outputs_key(serial)
-    from distributed import Client, LocalCluster
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
-            Client(cluster) as client:
-        distributed = decode_corpus(job, sentences, executor=client.get_executor(), chunk_size=5)
-    assert outputs_key(distributed) == outputs_key(serial)
+    assert_pool_and_dask_agree(job, sentences, serial)
     forced = force_corpus(job, sentences, [o.best for o in serial], jobs=2, chunk_size=5)
     assert all(rows is not None and rows.texts() == [o.best] and rows.scores[0] >= o.score - 1e-9
                for rows, o in zip(forced, serial))

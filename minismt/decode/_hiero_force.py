@@ -21,6 +21,7 @@ import numpy as np
 from numba import njit
 
 from minismt._primitives import grow, grow_rows
+from minismt.decode._hiero_search import grow_edges, new_edges
 from minismt.lm._kernels import score_sentence
 
 LN10 = math.log(10.0)
@@ -82,11 +83,7 @@ def force(n_cells, cell_order, app_cell, app_child, app_rules_lo, app_rules_hi, 
     item_start = np.zeros(cap, dtype=np.int64)
     item_end = np.zeros(cap, dtype=np.int64)
     n_items = 0
-    e_cap = 256
-    edge_head = np.zeros(e_cap, dtype=np.int64)
-    edge_rule = np.zeros(e_cap, dtype=np.int64)
-    edge_tails = np.full((e_cap, 2), -1, dtype=np.int64)
-    edge_lm = np.zeros(e_cap)
+    edge_head, edge_rule, edge_tails, edge_lm = new_edges(256)
     n_edges = 0
     # a finished cell's items, by start: cell_items[cell_lo[c]:cell_hi[c]], starts ascending
     cell_lo = np.zeros(n_cells, dtype=np.int64)
@@ -183,12 +180,9 @@ def force(n_cells, cell_order, app_cell, app_child, app_rules_lo, app_rules_hi, 
                     score += w_lm * delta
                     if score > item_score[head]:
                         item_score[head] = score
-                    if n_edges >= e_cap:
-                        e_cap *= 2
-                        edge_head = grow(edge_head, e_cap)
-                        edge_rule = grow(edge_rule, e_cap)
-                        edge_tails = grow_rows(edge_tails, e_cap)
-                        edge_lm = grow(edge_lm, e_cap)
+                    if n_edges >= edge_head.shape[0]:
+                        edge_head, edge_rule, edge_tails, edge_lm = grow_edges(2 * n_edges, edge_head, edge_rule,
+                                                                               edge_tails, edge_lm)
                     edge_head[n_edges] = head
                     edge_rule[n_edges] = rule
                     edge_tails[n_edges, 0] = t0

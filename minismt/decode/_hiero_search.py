@@ -106,11 +106,7 @@ def search(t, weights_lm, n_cells, cell_order, app_cell, app_child, app_rules_lo
     item_hash = np.zeros(cap, dtype=np.uint64)
     item_slot = np.zeros(cap, dtype=np.int64)
     n_items = 0
-    e_cap = 1024
-    edge_head = np.zeros(e_cap, dtype=np.int64)
-    edge_rule = np.zeros(e_cap, dtype=np.int64)
-    edge_tails = np.full((e_cap, 2), -1, dtype=np.int64)
-    edge_lm = np.zeros(e_cap, dtype=np.float64)
+    edge_head, edge_rule, edge_tails, edge_lm = new_edges(1024)
     n_edges = 0
     cell_off = np.zeros(n_cells, dtype=np.int64)
     cell_len = np.zeros(n_cells, dtype=np.int64)
@@ -198,12 +194,9 @@ def search(t, weights_lm, n_cells, cell_order, app_cell, app_child, app_rules_lo
                     item_score[head] = score
                     item_cell[head] = cell
                     n_items += 1
-                if n_edges >= e_cap:
-                    e_cap = 2 * e_cap
-                    edge_head = grow(edge_head, e_cap)
-                    edge_rule = grow(edge_rule, e_cap)
-                    edge_tails = grow_rows(edge_tails, e_cap)
-                    edge_lm = grow(edge_lm, e_cap)
+                if n_edges >= edge_head.shape[0]:
+                    edge_head, edge_rule, edge_tails, edge_lm = grow_edges(2 * n_edges, edge_head, edge_rule,
+                                                                           edge_tails, edge_lm)
                 edge_head[n_edges] = head
                 edge_rule[n_edges] = p_rule[p]
                 edge_tails[n_edges, 0] = p_children[p, 0]
@@ -330,6 +323,19 @@ def _rehash_states(size, first_item, n_items, item_hash, item_slot, left, left_l
         table[slot] = item
         item_slot[item] = slot
     return table
+
+
+@njit(cache=True)
+def new_edges(cap):
+    """The edge arrays of a chart search: head item, rule, two tails (-1 absent), LM feature."""
+    return (np.zeros(cap, dtype=np.int64), np.zeros(cap, dtype=np.int64), np.full((cap, 2), -1, dtype=np.int64),
+            np.zeros(cap, dtype=np.float64))
+
+
+@njit(cache=True)
+def grow_edges(cap, edge_head, edge_rule, edge_tails, edge_lm):
+    """The edge arrays with room for ``cap`` edges."""
+    return grow(edge_head, cap), grow(edge_rule, cap), grow_rows(edge_tails, cap), grow(edge_lm, cap)
 
 
 @njit(cache=True)

@@ -36,7 +36,7 @@ import numpy as np
 
 from minismt.corpus import Vocabulary
 from minismt.decode import _hiero_force, _hiero_search
-from minismt.decode.settings import HIERO_SPARSE_FEATURES, parse_sparse_features
+from minismt.decode.settings import HIERO_SPARSE_FEATURES, parse_sparse_features, sentence_tokens
 from minismt.decode.sparse import split_weights
 from minismt.errors import InputError
 from minismt.extract import _grammar_kernels
@@ -184,7 +184,7 @@ class HieroDecoder:
     # ---- one sentence --------------------------------------------------------------------------
     def decode(self, words: Sequence[str] | str) -> HieroResult:
         """The 1-best translation of ``words`` with its forest (cube pruning, :mod:`_hiero_search`)."""
-        apps = self._applications(self._tokens(words, "source"))
+        apps = self._applications(sentence_tokens(words, "source"))
         (n_items, item_score, item_cell, n_edges, edge_head, edge_rule, edge_tails,
          edge_lm) = _hiero_search.search(self.lm.tables, float(self.weights[LM]), *apps.search_arrays(),
                                          apps.lm_tgt, apps.tgt_off, apps.static, self.pop_limit)
@@ -199,8 +199,8 @@ class HieroDecoder:
         (the same rule applications as :meth:`decode`: table limit, span limit, glue rules; no pop
         limit is needed, :mod:`_hiero_force`), its best derivation as the 1-best; None if the
         grammar cannot produce the reference."""
-        apps = self._applications(self._tokens(words, "source"))
-        reference = self._tokens(reference, "reference")
+        apps = self._applications(sentence_tokens(words, "source"))
+        reference = sentence_tokens(reference, "reference")
         target = np.array([BOS_SYMBOL] + [self.vocab.get(w, UNMATCHED) for w in reference] + [EOS_SYMBOL],
                           dtype=np.int64)
         t = self.lm.tables
@@ -214,13 +214,6 @@ class HieroDecoder:
             return None
         return self._result(apps, int(goal_items[0]), n_items, item_cell, edge_head, edge_rule, edge_tails,
                             edge_lm)
-
-    @staticmethod
-    def _tokens(words: Sequence[str] | str, what: str) -> list[str]:
-        tokens = words.split() if isinstance(words, str) else list(words)
-        if not all(isinstance(x, str) and x and not any(ch.isspace() for ch in x) for x in tokens):
-            raise InputError(f"{what} tokens must be non-empty strings without whitespace")
-        return tokens
 
     def _result(self, apps: "_Applications", goal: int, n_items, item_cell, edge_head, edge_rule, edge_tails,
                 edge_lm) -> HieroResult:

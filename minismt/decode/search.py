@@ -57,7 +57,7 @@ import numpy as np
 from minismt.errors import InputError
 from minismt.decode import _kernels
 from minismt.decode.model import FEATURE_NAMES, PhraseModel
-from minismt.decode.settings import PHRASE_SPARSE_FEATURES, DecoderSettings, check_integer
+from minismt.decode.settings import PHRASE_SPARSE_FEATURES, DecoderSettings, check_integer, sentence_tokens
 from minismt.decode.options import LM_COL, ROLE_COLS, collect_options, reference_filter
 from minismt.decode.sparse import SparseFeatureTable, split_weights
 from minismt.hypergraph import Hypergraph
@@ -225,20 +225,7 @@ class Decoder:
         return cache
 
     def _tokens(self, sentence, what: str) -> list[str]:
-        if isinstance(sentence, str):
-            tokens = sentence.split()
-        else:
-            try:
-                tokens = list(sentence)
-            except TypeError:
-                raise InputError(f"{what} is {type(sentence).__name__}",
-                                 expected="a string or a list of tokens") from None
-            if not all(isinstance(x, str) and x and not any(ch.isspace() for ch in x) for x in tokens):
-                raise InputError(f"{what} tokens must be non-empty strings without whitespace")
-        if len(tokens) > MAX_SENTENCE_LENGTH:
-            raise InputError(f"{what} has {len(tokens)} tokens",
-                             expected=f"at most {MAX_SENTENCE_LENGTH} (the coverage capacity)")
-        return tokens
+        return sentence_tokens(sentence, what, MAX_SENTENCE_LENGTH, "the coverage capacity")
 
     def _run(self, tokens: list[str], reference: list[str] | None) -> DecodeResult | None:
         clock = time.perf_counter()

@@ -140,3 +140,21 @@ def _check_combination(values: Mapping, labels: Mapping[str, str]) -> None:
         label = labels.get("word_pair_vocabulary", "word_pair_vocabulary")
         raise InputError(f"{label} {values['word_pair_vocabulary']} without the word-pair sparse features",
                          expected=f"{labels.get('sparse_features', 'sparse_features')} including word-pair")
+
+
+def sentence_tokens(sentence, what: str, max_length: int | None = None, limit: str = "") -> list[str]:
+    """The tokens a decoder takes: a string split on whitespace, or a sequence of non-empty strings
+    without whitespace; at most ``max_length`` of them (``limit`` says why), else an InputError."""
+    if isinstance(sentence, str):
+        tokens = sentence.split()
+    else:
+        try:
+            tokens = list(sentence)
+        except TypeError:
+            raise InputError(f"{what} is {type(sentence).__name__}",
+                             expected="a string or a list of tokens") from None
+        if not all(isinstance(x, str) and x and not any(ch.isspace() for ch in x) for x in tokens):
+            raise InputError(f"{what} tokens must be non-empty strings without whitespace")
+    if max_length is not None and len(tokens) > max_length:
+        raise InputError(f"{what} has {len(tokens)} tokens", expected=f"at most {max_length} ({limit})")
+    return tokens
