@@ -583,6 +583,24 @@ def test_numba_reader_reads_what_the_python_reader_reads_or_leaves_it(fuzz_dir, 
         assert_same_parse(fast, slow)
 
 
+@pytest.mark.parametrize("old,new", [
+    # the edge on line 9 has the names of the one before, in order: they are taken from that edge, so a repeated name
+    # there must still be caught
+    ("TranslationModel0_1=-0.700000", "WordPenalty0=-0.700000"),
+    ("TranslationModel0_2=-0.000000", "TranslationModel0_1=-0.000000"),
+    ("LM0=-2.500000", "LM|||0=-2.500000"),
+    ("LM0=-2.500000", "LM0=-2.500000\u00a0"),
+    ("TranslationModel0_1=-0.700000", "TranslationModel0_1=-0.700000\u3000"),
+])
+def test_numba_reader_leaves_a_bad_feature_after_names_of_the_last_edge(tmp_path, old, new):
+    from plugins.moses.hypergraph import _parse_fast
+    path = write_text(tmp_path / "0", PHRASE_SAMPLE.replace(old, new, 1))
+    assert _parse_fast(path) is None
+    with pytest.raises(InputError) as info:
+        read_moses_hypergraph(path)
+    assert info.value.line == 9
+
+
 def test_numba_reader_takes_the_samples_and_leaves_crlf_and_exponents(tmp_path):
     from plugins.moses.hypergraph import _parse_fast, _parse_slow
     for sample in (PHRASE_SAMPLE, CHART_SAMPLE):
