@@ -123,11 +123,19 @@ def _exit_on_sigterm(signum, frame):
     os._exit(128 + signum)
 
 
+def _ignore_interrupts() -> None:
+    """SIGINT ignored from now on in this process (and the processes it starts), and no longer blocked:
+    a Ctrl-C that came while it was blocked (:class:`_QuietSpawnProcess`) is dropped."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
 def _start_worker() -> None:
     """Initializer of :func:`process_pool`'s workers: Ctrl-C is the parent's to handle (SIGINT ignored;
     processes a worker starts inherit that), SIGTERM (:func:`stop_pool`) ends the worker and the processes
     it started, and the worker holds no semaphore that ending it at once would leak."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _ignore_interrupts()
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
     in_worker_process()
 
@@ -139,16 +147,41 @@ def process_pool(jobs: int) -> ProcessPoolExecutor:
     return ProcessPoolExecutor(max_workers=jobs, mp_context=spawn_context(), initializer=_start_worker)
 
 
+class _QuietSpawnProcess(multiprocessing.context.SpawnProcess):
+    """A spawned process that starts with SIGINT blocked, until its code ignores it
+    (:func:`_ignore_interrupts`): a Ctrl-C while it is still importing (a second or more on a busy
+    machine) would otherwise print its KeyboardInterrupt traceback under the parent's one line.  (The
+    parent's own SIGINT is blocked only for the start, in the starting thread; it is delivered after.)"""
+
+    def start(self) -> None:
+        if not hasattr(signal, "pthread_sigmask"):
+            return super().start()
+        mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        try:
+            super().start()
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+
+
+class _QuietSpawnContext(multiprocessing.context.SpawnContext):
+    Process = _QuietSpawnProcess
+
+
+_SPAWN = _QuietSpawnContext()
+
+
 def spawn_context():
-    """The "spawn" multiprocessing context of every process minismt starts."""
-    return multiprocessing.get_context("spawn")
+    """The "spawn" multiprocessing context of every process minismt starts; its processes start with
+    SIGINT blocked (:class:`_QuietSpawnProcess`): their code must begin with :func:`_ignore_interrupts`,
+    as :func:`process_pool`'s initializer and :func:`run_ignoring_interrupts` do."""
+    return _SPAWN
 
 
 def run_ignoring_interrupts(function, *args):
     """``function(*args)`` with SIGINT ignored: the target of a helper process (``multiprocessing.Process``)
     that its parent stops itself, so that Ctrl-C does not print the helper's traceback too (and with no
     semaphore left behind when the parent terminates it)."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _ignore_interrupts()
     in_worker_process()
     return function(*args)
 

@@ -172,15 +172,17 @@ def interrupt_after_workers_start(argv, wait: float = 1.0) -> tuple[int, str, li
 
 
 @pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="finds the worker processes in /proc (Linux)")
-@pytest.mark.parametrize("command", ["decode", "tune"])
-def test_ctrl_c_with_two_jobs_is_one_line_and_stops_the_workers(system, tmp_path, command):
+@pytest.mark.parametrize("command,wait", [("decode", 1.0), ("tune", 1.0), ("decode", 0.0), ("tune", 0.0)])
+def test_ctrl_c_with_two_jobs_is_one_line_and_stops_the_workers(system, tmp_path, command, wait):
+    """Ctrl-C while the workers decode, and (wait 0) while they are still starting: importing numpy and
+    numba, before any code of ours runs in them (a second or more on a busy machine)."""
     if command == "decode":
         argv = decode_argv(system, "long.src", "--jobs", "2")
     else:
         argv = [minismt(), "tune", "--model", str(system / "model"), "--dev-src", str(system / "dev.src"),
                 "--dev-ref", str(system / "dev.ref"), "--tuner", "mert", "--run-dir", str(tmp_path / "run"),
                 "--iterations", "20", "--jobs", "2"]
-    status, err, workers = interrupt_after_workers_start(argv)
+    status, err, workers = interrupt_after_workers_start(argv, wait)
     assert status == 130 and err == INTERRUPTED + "\n", err  # no worker traceback, no leaked semaphore
     assert len(workers) >= 2
     time.sleep(0.5)
