@@ -30,6 +30,7 @@ class Chart:
         self.left = np.full((capacity, n_ctx), -1, dtype=np.int32)
         self.left_len = np.zeros(capacity, dtype=np.int64)
         self.left_est = np.zeros(capacity)
+        self.full = np.zeros(capacity, dtype=bool)
         self.right_words = np.full((capacity, n_ctx), -1, dtype=np.int32)
         self.right_backoffs = np.zeros((capacity, n_ctx))
         self.right_len = np.zeros(capacity, dtype=np.int64)
@@ -46,7 +47,7 @@ class Chart:
                           for s in target], dtype=np.int64)
         out = self.n
         delta = _chart_lm.apply_rule(t, codes, np.array(children, dtype=np.int64), self.left,
-                                     self.left_len, self.left_est, self.right_words, self.right_backoffs,
+                                     self.left_len, self.left_est, self.full, self.right_words, self.right_backoffs,
                                      self.right_len, self.length, self.complete, out,
                                      *_chart_lm.scratch(t.order))
         self.value[out] = delta + sum(self.value[c] for c in children)
@@ -128,8 +129,10 @@ def test_every_item_of_a_tree_scores_its_own_yield(lm):
         for item, words_of in yields.items():
             assert chart.value[item] == pytest.approx(lm.score(" ".join(words_of), bos=False, eos=False), abs=1e-9)
             assert chart.length[item] == len(words_of)
-            assert chart.left[item, :chart.left_len[item]].tolist() == \
-                lm.encode(words_of[:n_ctx]).tolist()
+            # the left state: the first words, at most N-1; all of them unless it is full
+            n_left = chart.left_len[item]
+            assert n_left <= n_ctx and (chart.full[item] or n_left == len(words_of))
+            assert chart.left[item, :n_left].tolist() == lm.encode(words_of[:n_left]).tolist()
 
 
 def test_equal_states_continue_alike(lm):
@@ -144,7 +147,7 @@ def test_equal_states_continue_alike(lm):
         suffix = list(rng.choice(WORDS, size=n_ctx))
         a = chart.apply(prefix + middle_a + suffix, [])
         b = chart.apply(prefix + middle_b + suffix, [])
-        same = (chart.left[a].tolist() == chart.left[b].tolist() and
+        same = (chart.left[a].tolist() == chart.left[b].tolist() and chart.full[a] == chart.full[b] and
                 chart.right_words[a].tolist() == chart.right_words[b].tolist())
         assert same
         context = list(rng.choice(WORDS, size=3))
@@ -154,3 +157,38 @@ def test_equal_states_continue_alike(lm):
             new = chart.apply(context + [("NT", 0)] + after, [item])
             chart.value[new] -= base
         assert chart.value[chart.n - 1] == pytest.approx(chart.value[chart.n - 2], abs=1e-9)
+
+
+def _state(chart: Chart, item: int) -> tuple:
+    """What the decoder recombines on: the left words, whether the left state is full, the right words."""
+    return (tuple(chart.left[item, :chart.left_len[item]].tolist()), bool(chart.full[item]),
+            tuple(chart.right_words[item, :chart.right_len[item]].tolist()), bool(chart.complete[item]))
+
+
+def test_items_with_equal_minimised_states_continue_alike(lm):
+    """KenLM's state minimisation: items of different yields but equal (minimised) left and right states
+    add the same in every context, as a child at the start, in the middle and after <s>; items whose
+    first words stop mattering to what precedes them have a left state shorter than N-1 words."""
+    rng = np.random.default_rng(11)
+    chart = Chart(lm, capacity=200_000)
+    by_state: dict = {}
+    for _ in range(1500):
+        words = list(rng.choice(WORDS, size=int(rng.integers(1, 7))))
+        item, _ = _build(chart, _random_tree(rng, words))
+        by_state.setdefault(_state(chart, item), set()).add(item)
+    groups = [sorted(items) for items in by_state.values() if len(items) > 1]
+    minimised = sum(1 for i in range(chart.n) if chart.full[i] and chart.left_len[i] < min(
+        chart.length[i], lm.tables.order - 1))
+    assert minimised > 0
+    compared = 0
+    for items in groups[:150]:
+        first, others = items[0], items[1:4]
+        for context in (([], ["c", "a"]), (["b", "e"], ["d"]), (["<s>", "a"], ["</s>"])):
+            before, after = context
+            added = []
+            for item in [first] + others:
+                new = chart.apply(before + [("NT", 0)] + after, [item])
+                added.append(chart.value[new] - chart.value[item])
+            assert added == pytest.approx([added[0]] * len(added), abs=1e-9)
+            compared += 1
+    assert compared >= 30

@@ -61,3 +61,22 @@ def test_hiero_decoding_and_forced_decoding_in_processes_and_on_dask(hiero_syste
     forced = force_corpus(job, sentences, [o.best for o in serial], jobs=2, chunk_size=5)
     assert all(rows is not None and rows.texts() == [o.best] and rows.scores[0] >= o.score - 1e-9
                for rows, o in zip(forced, serial))
+
+
+def _interrupt_handling() -> tuple[bool, bool]:
+    """In a worker: (SIGINT ignored, SIGINT blocked)."""
+    import signal
+    return signal.getsignal(signal.SIGINT) == signal.SIG_IGN, signal.SIGINT in signal.pthread_sigmask(
+        signal.SIG_BLOCK, [])
+
+
+@pytest.mark.skipif(not hasattr(__import__("signal"), "pthread_sigmask"), reason="POSIX signal masks")
+def test_pool_workers_ignore_ctrl_c_and_the_parent_still_takes_it():
+    """Workers start with SIGINT blocked (a Ctrl-C while they import is held back) and then ignore it,
+    unblocked; the parent's mask is as it was, so its own Ctrl-C still arrives."""
+    import signal
+    from minismt.parallel import process_pool
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, [])
+    with process_pool(2) as pool:
+        assert [f.result() for f in [pool.submit(_interrupt_handling) for _ in range(4)]] == [(True, False)] * 4
+    assert signal.pthread_sigmask(signal.SIG_BLOCK, []) == before and signal.SIGINT not in before

@@ -33,7 +33,7 @@ LN10 = math.log(10.0)
 
 
 @njit(cache=True)
-def _state_hash(left, left_len, right, right_len, complete):
+def _state_hash(left, left_len, right, right_len, complete, full):
     h = mix64(np.uint64(left_len) + GOLDEN)
     for k in range(left_len):
         h = mix64(h ^ (np.uint64(left[k] + 2) + GOLDEN))
@@ -42,12 +42,15 @@ def _state_hash(left, left_len, right, right_len, complete):
         h = mix64(h ^ (np.uint64(right[k] + 2) + GOLDEN))
     if complete:
         h = mix64(h ^ np.uint64(11))
+    if full:
+        h = mix64(h ^ np.uint64(13))
     return h
 
 
 @njit(cache=True)
-def _same_state(a, b, left, left_len, right, right_len, complete):
-    if left_len[a] != left_len[b] or right_len[a] != right_len[b] or complete[a] != complete[b]:
+def _same_state(a, b, left, left_len, right, right_len, complete, full):
+    if left_len[a] != left_len[b] or right_len[a] != right_len[b] or complete[a] != complete[b] \
+            or full[a] != full[b]:
         return False
     for k in range(left_len[a]):
         if left[a, k] != left[b, k]:
@@ -58,9 +61,9 @@ def _same_state(a, b, left, left_len, right, right_len, complete):
     return True
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _apply(t, app, rank, k1, k2, app_child, app_rules_lo, rules, rule_tgt, rule_tgt_off, cell_off,
-           cell_items, left, left_len, left_est, right_w, right_b, right_len, length, complete, out,
+           cell_items, left, left_len, left_est, full, right_w, right_b, right_len, length, complete, out,
            children, scratch_ints, scratch_floats):
     """Apply candidate (app, rule rank, child ranks) into item slot ``out``; returns the rule and
     the log10 LM score the application adds (``children`` receives the child items)."""
@@ -72,7 +75,7 @@ def _apply(t, app, rank, k1, k2, app_child, app_rules_lo, rules, rule_tgt, rule_
         else:
             children[k] = -1
     delta = apply_rule(t, rule_tgt[rule_tgt_off[rule]:rule_tgt_off[rule + 1]], children, left,
-                       left_len, left_est, right_w, right_b, right_len, length, complete, out,
+                       left_len, left_est, full, right_w, right_b, right_len, length, complete, out,
                        scratch_ints, scratch_floats)
     return rule, delta
 
@@ -96,6 +99,7 @@ def search(t, weights_lm, n_cells, cell_order, app_cell, app_child, app_rules_lo
     left = np.full((cap, n_ctx), -1, dtype=np.int32)
     left_len = np.zeros(cap, dtype=np.int64)
     left_est = np.zeros(cap, dtype=np.float64)
+    full = np.zeros(cap, dtype=np.bool_)
     right_w = np.full((cap, n_ctx), -1, dtype=np.int32)
     right_b = np.zeros((cap, n_ctx), dtype=np.float64)
     right_len = np.zeros(cap, dtype=np.int64)
@@ -132,6 +136,7 @@ def search(t, weights_lm, n_cells, cell_order, app_cell, app_child, app_rules_lo
     p_left = np.zeros((p_cap, n_ctx), dtype=np.int32)
     p_left_len = np.zeros(p_cap, dtype=np.int64)
     p_left_est = np.zeros(p_cap, dtype=np.float64)
+    p_full = np.zeros(p_cap, dtype=np.bool_)
     p_right_w = np.zeros((p_cap, n_ctx), dtype=np.int32)
     p_right_b = np.zeros((p_cap, n_ctx), dtype=np.float64)
     p_right_len = np.zeros(p_cap, dtype=np.int64)
@@ -167,21 +172,21 @@ def search(t, weights_lm, n_cells, cell_order, app_cell, app_child, app_rules_lo
                 pops += 1
                 if n_items + 2 >= cap:
                     cap = 2 * cap
-                    (left, left_len, left_est, right_w, right_b, right_len, length, complete, item_score,
+                    (left, left_len, left_est, full, right_w, right_b, right_len, length, complete, item_score,
                      item_cell, item_hash, item_slot) = _grow_items(
-                        cap, left, left_len, left_est, right_w, right_b, right_len, length, complete,
+                        cap, left, left_len, left_est, full, right_w, right_b, right_len, length, complete,
                         item_score, item_cell, item_hash, item_slot)
                 # the candidate's state into the next item slot; recombined with an item of the same state
-                _copy_item(p_left, p_left_len, p_left_est, p_right_w, p_right_b, p_right_len, p_length,
-                           p_complete, p, left, left_len, left_est, right_w, right_b, right_len, length,
+                _copy_item(p_left, p_left_len, p_left_est, p_full, p_right_w, p_right_b, p_right_len, p_length,
+                           p_complete, p, left, left_len, left_est, full, right_w, right_b, right_len, length,
                            complete, n_items)
                 score = p_score[p]
                 h = _state_hash(left[n_items], left_len[n_items], right_w[n_items], right_len[n_items],
-                                complete[n_items])
+                                complete[n_items], full[n_items])
                 if 2 * (n_items - first_item + 1) > states.shape[0]:
                     states = _rehash_states(2 * states.shape[0], first_item, n_items, item_hash, item_slot,
-                                            left, left_len, right_w, right_len, complete)
-                slot, found = _find_state(states, h, n_items, left, left_len, right_w, right_len, complete)
+                                            left, left_len, right_w, right_len, complete, full)
+                slot, found = _find_state(states, h, n_items, left, left_len, right_w, right_len, complete, full)
                 if found:
                     head = states[slot]
                     if score > item_score[head]:
@@ -232,19 +237,19 @@ def search(t, weights_lm, n_cells, cell_order, app_cell, app_child, app_rules_lo
                 if n_cand >= p_cap:
                     p_cap = 2 * p_cap
                     (p_key, p_score, p_slot, heap, p_rule, p_children, p_delta, p_left, p_left_len, p_left_est,
-                     p_right_w, p_right_b, p_right_len, p_length, p_complete) = _grow_pool(
+                     p_full, p_right_w, p_right_b, p_right_len, p_length, p_complete) = _grow_pool(
                         p_cap, p_key, p_score, p_slot, heap, p_rule, p_children, p_delta, p_left, p_left_len,
-                        p_left_est, p_right_w, p_right_b, p_right_len, p_length, p_complete)
+                        p_left_est, p_full, p_right_w, p_right_b, p_right_len, p_length, p_complete)
                 rule, delta = _apply(t, ca, nr, n1, n2, app_child, app_rules_lo, rules, rule_tgt, rule_tgt_off,
-                                     cell_off, cell_items, left, left_len, left_est, right_w, right_b, right_len,
+                                     cell_off, cell_items, left, left_len, left_est, full, right_w, right_b, right_len,
                                      length, complete, n_items, children, scratch_ints, scratch_floats)
                 score = rule_static[rule] + w_lm * delta
                 for k in range(2):
                     if children[k] >= 0:
                         score += item_score[children[k]]
-                _keep(n_cand, ca, nr, n1, n2, rule, delta, children, n_items, left, left_len, left_est, right_w,
+                _keep(n_cand, ca, nr, n1, n2, rule, delta, children, n_items, left, left_len, left_est, full, right_w,
                       right_b, right_len, length, complete, p_key, p_rule, p_children, p_delta, p_left,
-                      p_left_len, p_left_est, p_right_w, p_right_b, p_right_len, p_length, p_complete)
+                      p_left_len, p_left_est, p_full, p_right_w, p_right_b, p_right_len, p_length, p_complete)
                 p_score[n_cand] = score
                 seen[slot] = n_cand
                 p_slot[n_cand] = slot
@@ -303,23 +308,24 @@ def _rehash_candidates(size, p_key, n_cand, p_slot):
 
 
 @njit(cache=True)
-def _find_state(table, h, item, left, left_len, right, right_len, complete):
+def _find_state(table, h, item, left, left_len, right, right_len, complete, full):
     """``(slot, True)`` of the item of ``item``'s LM state in the open-addressing set ``table``
     (item ids, -1 empty), or ``(free slot, False)``."""
     mask = table.shape[0] - 1
     slot = np.int64(h & np.uint64(mask))
     while table[slot] >= 0:
-        if _same_state(table[slot], item, left, left_len, right, right_len, complete):
+        if _same_state(table[slot], item, left, left_len, right, right_len, complete, full):
             return slot, True
         slot = (slot + 1) & mask
     return slot, False
 
 
 @njit(cache=True)
-def _rehash_states(size, first_item, n_items, item_hash, item_slot, left, left_len, right, right_len, complete):
+def _rehash_states(size, first_item, n_items, item_hash, item_slot, left, left_len, right, right_len, complete,
+                   full):
     table = np.full(size, -1, dtype=np.int64)
     for item in range(first_item, n_items):
-        slot, _ = _find_state(table, item_hash[item], item, left, left_len, right, right_len, complete)
+        slot, _ = _find_state(table, item_hash[item], item, left, left_len, right, right_len, complete, full)
         table[slot] = item
         item_slot[item] = slot
     return table
@@ -339,9 +345,9 @@ def grow_edges(cap, edge_head, edge_rule, edge_tails, edge_lm):
 
 
 @njit(cache=True)
-def _grow_items(cap, left, left_len, left_est, right_w, right_b, right_len, length, complete, item_score,
+def _grow_items(cap, left, left_len, left_est, full, right_w, right_b, right_len, length, complete, item_score,
                 item_cell, item_hash, item_slot):
-    return (grow_rows(left, cap), grow(left_len, cap), grow(left_est, cap), grow_rows(right_w, cap),
+    return (grow_rows(left, cap), grow(left_len, cap), grow(left_est, cap), grow(full, cap), grow_rows(right_w, cap),
             grow_rows(right_b, cap), grow(right_len, cap), grow(length, cap), grow(complete, cap),
             grow(item_score, cap), grow(item_cell, cap), grow(item_hash, cap), grow(item_slot, cap))
 
@@ -365,9 +371,9 @@ def reachable(goal, n_items, edge_head, edge_tails):
 
 
 @njit(cache=True)
-def _keep(p, a, rank, k1, k2, rule, delta, children, slot, left, left_len, left_est, right_w, right_b,
+def _keep(p, a, rank, k1, k2, rule, delta, children, slot, left, left_len, left_est, full, right_w, right_b,
           right_len, length, complete, p_key, p_rule, p_children, p_delta, p_left, p_left_len, p_left_est,
-          p_right_w, p_right_b, p_right_len, p_length, p_complete):
+          p_full, p_right_w, p_right_b, p_right_len, p_length, p_complete):
     """Candidate ``p``: its key, rule, children, LM score and the item state computed in ``slot``."""
     p_key[p, 0] = a
     p_key[p, 1] = rank
@@ -377,17 +383,18 @@ def _keep(p, a, rank, k1, k2, rule, delta, children, slot, left, left_len, left_
     p_children[p, 0] = children[0]
     p_children[p, 1] = children[1]
     p_delta[p] = delta
-    _copy_item(left, left_len, left_est, right_w, right_b, right_len, length, complete, slot, p_left,
-               p_left_len, p_left_est, p_right_w, p_right_b, p_right_len, p_length, p_complete, p)
+    _copy_item(left, left_len, left_est, full, right_w, right_b, right_len, length, complete, slot, p_left,
+               p_left_len, p_left_est, p_full, p_right_w, p_right_b, p_right_len, p_length, p_complete, p)
 
 
 @njit(cache=True, inline="always")
-def _copy_item(left, left_len, left_est, right_w, right_b, right_len, length, complete, i, to_left,
-               to_left_len, to_left_est, to_right_w, to_right_b, to_right_len, to_length, to_complete, j):
+def _copy_item(left, left_len, left_est, full, right_w, right_b, right_len, length, complete, i, to_left,
+               to_left_len, to_left_est, to_full, to_right_w, to_right_b, to_right_len, to_length, to_complete, j):
     """Item state ``i`` of the first arrays into slot ``j`` of the second (items and candidates)."""
     to_left[j, :] = left[i]
     to_left_len[j] = left_len[i]
     to_left_est[j] = left_est[i]
+    to_full[j] = full[i]
     to_right_w[j, :] = right_w[i]
     to_right_b[j, :] = right_b[i]
     to_right_len[j] = right_len[i]
@@ -397,8 +404,9 @@ def _copy_item(left, left_len, left_est, right_w, right_b, right_len, length, co
 
 @njit(cache=True)
 def _grow_pool(cap, p_key, p_score, p_slot, heap, p_rule, p_children, p_delta, p_left, p_left_len, p_left_est,
-               p_right_w, p_right_b, p_right_len, p_length, p_complete):
+               p_full, p_right_w, p_right_b, p_right_len, p_length, p_complete):
     return (grow_rows(p_key, cap), grow(p_score, cap), grow(p_slot, cap), grow(heap, cap), grow(p_rule, cap),
             grow_rows(p_children, cap), grow(p_delta, cap),
-            grow_rows(p_left, cap), grow(p_left_len, cap), grow(p_left_est, cap), grow_rows(p_right_w, cap),
+            grow_rows(p_left, cap), grow(p_left_len, cap), grow(p_left_est, cap), grow(p_full, cap),
+            grow_rows(p_right_w, cap),
             grow_rows(p_right_b, cap), grow(p_right_len, cap), grow(p_length, cap), grow(p_complete, cap))

@@ -274,9 +274,9 @@ def phrase_lm(t, ids, offsets, estimate, inner, st_words, st_backs, st_len):
         j = 0
         for p in range(offsets[o], offsets[o + 1]):
             if j % 2 == 0:
-                lp, _, length = score_word(t, aw, ab, length, ids[p], bw, bb)
+                lp, _, length, _ = score_word(t, aw, ab, length, ids[p], bw, bb)
             else:
-                lp, _, length = score_word(t, bw, bb, length, ids[p], aw, ab)
+                lp, _, length, _ = score_word(t, bw, bb, length, ids[p], aw, ab)
             total += lp
             if j >= c:
                 rest += lp
@@ -451,7 +451,7 @@ def _lm_transition(t, cache, states, n_states, state, word):
     """log10 p(``word`` | LM state ``state``) by KenLM's scoring, its next state interned and the
     pair put in the transition cache (a cache miss). Returns the log probability, the next state
     and the store's new size."""
-    lp, _, length = score_word(t, states.words[state], states.backs[state], states.length[state], word,
+    lp, _, length, _ = score_word(t, states.words[state], states.backs[state], states.length[state], word,
                                states.next_words, states.next_backs)
     nxt, n_states = _intern(states, n_states, states.next_words, states.next_backs, length)
     slot, key = _transition_slot(state, word, cache)
@@ -795,7 +795,7 @@ def _seed(t, n, fc, scoring, reference, hyps, stacks, states, state0):
     if n > 0:
         hyps.floats[0, FUT] = fc[0, n]
     else:
-        lp, _, _ = score_word(t, states.words[state0], states.backs[state0], states.length[state0], t.eos,
+        lp, _, _, _ = score_word(t, states.words[state0], states.backs[state0], states.length[state0], t.eos,
                               states.next_words, states.next_backs)
         hyps.floats[0, FUT] = scoring.lm * lp
         if reference.forced and reference.words.shape[0] > 0:
@@ -1121,7 +1121,7 @@ def emit(t, n, h_int, e_int, e_lm, st_mem, st_cnt, s_w, s_b, s_len, o_start, o_e
             for q in range(c):
                 hw[q] = s_w[state, q]
                 hb[q] = s_b[state, q]
-            lp, _, _ = score_word(t, hw, hb, s_len[state], t.eos, ow, ob)
+            lp, _, _, _ = score_word(t, hw, hb, s_len[state], t.eos, ow, ob)
             row[cols[R_LM]] = LN10 * lp
             lopt = h_int[h, LOPT]
             if end_orientation and lopt >= 0:

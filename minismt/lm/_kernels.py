@@ -171,7 +171,10 @@ def score_word(t, in_words, in_backoffs, in_length, word, out_words, out_backoff
 
     Returns
     -------
-    (log10 probability, length of the matched n-gram, length of the next state)
+    (log10 probability, length of the matched n-gram, length of the next state, independent): the last
+    is KenLM's ``independent_left``: no longer n-gram ends in the matched one with the words before
+    it (the context ended in a lookup that failed, the order was reached, or the matched n-gram is the
+    suffix of no longer one), so no words further left can change the score.
     """
     n_ctx = out_words.shape[0]
     logprob = t.uni_values[word, 0]
@@ -184,6 +187,7 @@ def score_word(t, in_words, in_backoffs, in_length, word, out_words, out_backoff
             out_length = 1
     h = hash_start(word)
     left = t.uni_left[word]
+    failed = False
     for i in range(in_length):
         k = i + 2
         if k > t.order or not left:
@@ -191,6 +195,7 @@ def score_word(t, in_words, in_backoffs, in_length, word, out_words, out_backoff
         h = hash_extend(h, in_words[i], k)
         s = find_slot(t.slots, h, word, in_words, k)
         if s < 0:
+            failed = True
             break
         slot = t.slots[s]
         logprob = slot.logprob
@@ -206,7 +211,7 @@ def score_word(t, in_words, in_backoffs, in_length, word, out_words, out_backoff
     for i in range(out_length, n_ctx):
         out_words[i] = -1
         out_backoffs[i] = 0.0
-    return logprob, matched, out_length
+    return logprob, matched, out_length, failed or not left or matched == t.order
 
 
 @njit(cache=True)
@@ -234,7 +239,7 @@ def _score_into(t, ids, bos, eos, out_logprob, out_matched, start, words_a, back
     total = 0.0
     for i in range(n + 1 if eos else n):
         word = ids[i] if i < n else t.eos
-        logprob, matched, length = score_word(t, words_a, backs_a, length, word, words_b, backs_b)
+        logprob, matched, length, _ = score_word(t, words_a, backs_a, length, word, words_b, backs_b)
         out_logprob[start + i] = logprob
         out_matched[start + i] = matched
         total += logprob

@@ -16,7 +16,7 @@ For the decoder's numba code, ``LanguageModel.tables`` is an
     backs = np.empty(lm.order - 1, np.float64)     # state: log10 back-offs of its suffixes
     length = lmk.begin_state(t, words, backs)      # context <s>
     next_words, next_backs = np.empty_like(words), np.empty_like(backs)
-    logprob, matched, next_length = lmk.score_word(t, words, backs, length, word_id,
+    logprob, matched, next_length, _ = lmk.score_word(t, words, backs, length, word_id,
                                                    next_words, next_backs)
 
 ``lmk.score_sentence`` / ``lmk.score_sentences`` score whole sentences
@@ -303,7 +303,7 @@ class LanguageModel:
         backs[:state.length] = state.backoffs
         out_words = np.empty(n_ctx, dtype=np.int32)
         out_backs = np.empty(n_ctx, dtype=np.float64)
-        logprob, _, length = kernels.score_word(self.tables, words, backs, state.length, wid,
+        logprob, _, length, _ = kernels.score_word(self.tables, words, backs, state.length, wid,
                                                 out_words, out_backs)
         return float(logprob), self._state(out_words, out_backs, length)
 
