@@ -54,9 +54,7 @@ def _left_state(word, logprob, independent, grew, left_done, new_left, new_left_
     joins it unless no words further left can change its score (KenLM's ``RuleScore::ProcessRet``); the
     state is done at such a word, or when the LM state did not grow by the word (the item's first words
     have left it).  Returns ``(done, left words, the word's score if it joined else 0)``."""
-    if left_done:
-        return True, new_left_len, 0.0
-    if independent:
+    if left_done or independent:
         return True, new_left_len, 0.0
     new_left[new_left_len] = word
     return not grew, new_left_len + 1, logprob
@@ -70,7 +68,8 @@ def apply_rule(t, target, children, item_left, item_left_len, item_left_est, ite
 
     ``target``: the rule's target side: LM word ids (``t.bos`` may only come first), ``-1 - k`` for
     the item of non-terminal ``k`` (``children[k]``, an index into the ``item_*`` arrays).
-    ``item_left_est``: what an item's left words add to its value (scored from no context).  Returns
+    ``item_left_est``: what an item's left words add to its value (scored from no context);
+    ``item_full``: its left state has ended (see the module docstring).  Returns
     ``V(new) - sum_k V(children[k])`` (log10).  ``scratch_*``: work space (:func:`scratch`)."""
     state_w = scratch_ints[0]
     next_w = scratch_ints[1]

@@ -181,6 +181,14 @@ def _is_separator(data, i, end):
             and data[i + 3] == _BAR and data[i + 4] == _SPACE)
 
 
+@njit(cache=True)
+def _has_bars(data, start, end):
+    for i in range(start, end - 2):
+        if data[i] == _BAR and data[i + 1] == _BAR and data[i + 2] == _BAR:
+            return True
+    return False
+
+
 @njit(cache=True, nogil=True)
 def parse_hypergraph(data):
     """Parse a Moses hypergraph file's bytes. Returns ``(status, in_offsets, tail_offsets, tails,
@@ -247,33 +255,26 @@ def parse_hypergraph(data):
             if start < 0:
                 return failed
             line += 1
-            # the two separators, and no whitespace but spaces before the second (one pass)
             first = -1
             second = -1
             i = start
             while i < end:
-                c = data[i]
-                if c == _BAR:
-                    if i > start and _is_separator(data, i - 1, end):
-                        if first < 0:
-                            first = i - 1
-                        elif second < 0:
-                            second = i - 1
-                        else:
-                            return failed
-                        i += 4
-                        continue
-                elif (c < 32 or c >= 127) and second < 0 and _other_space(data, i, min(i + 3, end)):
-                    return failed
-                i += 1
-            if second < 0:
+                if _is_separator(data, i, end):
+                    if first < 0:
+                        first = i
+                    elif second < 0:
+                        second = i
+                    else:
+                        return failed
+                    i += 5
+                else:
+                    i += 1
+            if second < 0 or _other_space(data, start, second):
                 return failed
             # target: tokens between spaces, <s> first and </s> last flagged and left out
             flags = 4 if first > start and data[first - 1] == _SPACE else 0
-            if first - start + 1 > t_start.shape[0]:
-                t_start = grow(t_start, first - start + 1)
-            if first - start + 1 > t_end.shape[0]:
-                t_end = grow(t_end, first - start + 1)
+            t_start = grow(t_start, first - start + 1)
+            t_end = grow(t_end, first - start + 1)
             n_tokens = 0
             i = start
             while i < first:
@@ -301,13 +302,11 @@ def parse_hypergraph(data):
                     tail = _digits(data, a + 1, b - 1)
                     if tail < 0 or tail >= v:
                         return failed
-                    if n_tails + 1 > tails.shape[0]:
-                        tails = grow(tails, n_tails + 1)
+                    tails = grow(tails, n_tails + 1)
                     tails[n_tails] = tail
                     n_tails += 1
                     slot += 1
-                    if n_tmpl + 1 > tmpl.shape[0]:
-                        tmpl = grow(tmpl, n_tmpl + 1)
+                    tmpl = grow(tmpl, n_tmpl + 1)
                     tmpl[n_tmpl] = -slot
                     n_tmpl += 1
                     continue
@@ -316,15 +315,13 @@ def parse_hypergraph(data):
                 word, word_spans, n_words = _intern(data, a, b, word_table, word_spans, n_words)
                 if word < 0:
                     return failed
-                if n_tmpl + 1 > tmpl.shape[0]:
-                    tmpl = grow(tmpl, n_tmpl + 1)
+                tmpl = grow(tmpl, n_tmpl + 1)
                 tmpl[n_tmpl] = word
                 n_tmpl += 1
             tail_offsets[e + 1] = n_tails
             tmpl_offsets[e + 1] = n_tmpl
             # features: name=value tokens split at the last '='
             edge_first = n_feats
-            guessed = True  # every name so far is the last edge's at the same position
             i = first + 5
             while i < second:
                 if data[i] == _SPACE:
@@ -332,53 +329,42 @@ def parse_hypergraph(data):
                     continue
                 j = i
                 equals = -1
-                bars = -1  # the first '|||' of the token
                 while j < second and data[j] != _SPACE:
-                    c = data[j]
-                    if c == _EQUALS:
+                    if data[j] == _EQUALS:
                         equals = j
-                    elif c == _BAR and bars < 0 and j + 2 < second and data[j + 1] == _BAR and data[j + 2] == _BAR:
-                        bars = j
                     j += 1
-                if equals <= i or 0 <= bars < equals - 2:
+                if equals <= i or _has_bars(data, i, equals):
                     return failed
                 ok, value = _fixed_point(data, equals + 1, j)
                 if not ok:
                     return failed
                 position = n_feats - edge_first
                 name = -1
-                if position < n_previous and guessed:  # Moses writes the same names in the same order
+                if position < n_previous:  # Moses writes the same names in the same order on every edge
                     guess = previous[position]
                     if _equal_spans(data, i, equals, name_spans[guess, 0], name_spans[guess, 1]):
                         name = guess
-                if name < 0:
-                    guessed = False
                 n_known = n_names
                 if name < 0:
                     name, name_spans, n_known = _intern(data, i, equals, name_table, name_spans, n_names)
                     if name < 0:
                         return failed
                 if n_known > n_names:
-                    if n_known > name_lines.shape[0]:
-                        name_lines = grow(name_lines, n_known)
+                    name_lines = grow(name_lines, n_known)
                     name_lines[n_names] = line
                     n_names = n_known
-                if not guessed:  # names guessed from the last edge are distinct (it was checked)
-                    for f in range(edge_first, n_feats):
-                        if feat_names[f] == name:
-                            return failed
-                if n_feats + 1 > feat_names.shape[0]:
-                    feat_names = grow(feat_names, n_feats + 1)
-                if n_feats + 1 > feat_values.shape[0]:
-                    feat_values = grow(feat_values, n_feats + 1)
+                for f in range(edge_first, n_feats):
+                    if feat_names[f] == name:
+                        return failed
+                feat_names = grow(feat_names, n_feats + 1)
+                feat_values = grow(feat_values, n_feats + 1)
                 feat_names[n_feats] = name
                 feat_values[n_feats] = value
                 n_feats += 1
                 i = j
             feat_offsets[e + 1] = n_feats
             n_previous = n_feats - edge_first
-            if n_previous > previous.shape[0]:
-                previous = grow(previous, n_previous)
+            previous = grow(previous, n_previous)
             previous[:n_previous] = feat_names[edge_first:n_feats]
             count_covered = _digits(data, second + 5, end)
             if count_covered < 0 or count_covered >= _LIMIT:
