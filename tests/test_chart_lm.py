@@ -10,6 +10,7 @@ import pytest
 
 from minismt.decode import _chart_lm
 from minismt.lm import LanguageModel, estimate_kn
+from minismt.lm._kernels import score_word
 
 WORDS = "a b c d e f g h".split()
 
@@ -22,20 +23,14 @@ def lm(request):
 
 
 class Chart:
-    """Item arrays as the decoder keeps them."""
+    """Item rows as the decoder keeps them, with the columns as arrays."""
 
     def __init__(self, lm: LanguageModel, capacity: int = 4096):
-        n_ctx = lm.tables.order - 1
+        t = lm.tables
         self.lm = lm
-        self.left = np.full((capacity, n_ctx), -1, dtype=np.int32)
-        self.left_len = np.zeros(capacity, dtype=np.int64)
-        self.left_est = np.zeros(capacity)
-        self.full = np.zeros(capacity, dtype=bool)
-        self.right_words = np.full((capacity, n_ctx), -1, dtype=np.int32)
-        self.right_backoffs = np.zeros((capacity, n_ctx))
-        self.right_len = np.zeros(capacity, dtype=np.int64)
-        self.length = np.zeros(capacity, dtype=np.int64)
-        self.complete = np.zeros(capacity, dtype=bool)
+        self.rows = np.full((capacity, _chart_lm.row_width(t.order)), -1, dtype=np.int32)
+        self.est = np.zeros(capacity)
+        self.states = _chart_lm.new_states(t)
         self.value = np.zeros(capacity)
         self.n = 0
 
@@ -46,13 +41,38 @@ class Chart:
                           (t.bos if s == "<s>" else t.eos if s == "</s>" else int(self.lm.encode([s])[0]))
                           for s in target], dtype=np.int64)
         out = self.n
-        delta = _chart_lm.apply_rule(t, codes, np.array(children, dtype=np.int64), self.left,
-                                     self.left_len, self.left_est, self.full, self.right_words, self.right_backoffs,
-                                     self.right_len, self.length, self.complete, out,
-                                     *_chart_lm.scratch(t.order))
+        self.states = _chart_lm.room(self.states, len(codes) + 2 * t.order)
+        kids = list(children) + [-1] * (2 - len(children))
+        delta = _chart_lm.apply_rule(t, self.states, codes, 0, len(codes), kids[0], kids[1], self.rows, self.est,
+                                     self.rows, self.est, out)
         self.value[out] = delta + sum(self.value[c] for c in children)
         self.n += 1
         return out
+
+    @property
+    def length(self):
+        return self.rows[:, _chart_lm.LENGTH]
+
+    @property
+    def left_len(self):
+        return self.rows[:, _chart_lm.LEFT_LEN]
+
+    @property
+    def left(self):
+        return self.rows[:, _chart_lm.LEFT:]
+
+    @property
+    def full(self):
+        return (self.rows[:, _chart_lm.FLAGS] & _chart_lm.FULL) != 0
+
+    @property
+    def complete(self):
+        return (self.rows[:, _chart_lm.FLAGS] & _chart_lm.COMPLETE) != 0
+
+    def right_words(self, item: int) -> list[int]:
+        """The words of the item's right state (newest first)."""
+        state = self.rows[item, _chart_lm.RIGHT]
+        return self.states.words[state, 1:1 + self.states.words[state, 0]].tolist()
 
 
 def _random_tree(rng, words: list[str]):
@@ -148,7 +168,7 @@ def test_equal_states_continue_alike(lm):
         a = chart.apply(prefix + middle_a + suffix, [])
         b = chart.apply(prefix + middle_b + suffix, [])
         same = (chart.left[a].tolist() == chart.left[b].tolist() and chart.full[a] == chart.full[b] and
-                chart.right_words[a].tolist() == chart.right_words[b].tolist())
+                chart.right_words(a) == chart.right_words(b))
         assert same
         context = list(rng.choice(WORDS, size=3))
         after = list(rng.choice(WORDS, size=3))
@@ -162,7 +182,7 @@ def test_equal_states_continue_alike(lm):
 def _state(chart: Chart, item: int) -> tuple:
     """What the decoder recombines on: the left words, whether the left state is full, the right words."""
     return (tuple(chart.left[item, :chart.left_len[item]].tolist()), bool(chart.full[item]),
-            tuple(chart.right_words[item, :chart.right_len[item]].tolist()), bool(chart.complete[item]))
+            tuple(chart.right_words(item)), bool(chart.complete[item]))
 
 
 def test_items_with_equal_minimised_states_continue_alike(lm):
@@ -192,3 +212,31 @@ def test_items_with_equal_minimised_states_continue_alike(lm):
             assert added == pytest.approx([added[0]] * len(added), abs=1e-9)
             compared += 1
     assert compared >= 30
+
+
+def test_interned_states_and_memoised_steps_equal_the_lm(lm):
+    """Every step of random walks, through the memo or not, gives score_word's probability and next
+    state, and equal states get one id."""
+    t = lm.tables
+    n_ctx = t.order - 1
+    rng = np.random.default_rng(5)
+    states = _chart_lm.new_states(t)
+    words, backs = np.full(n_ctx, -1, dtype=np.int32), np.zeros(n_ctx)
+    next_words, next_backs = np.empty(n_ctx, dtype=np.int32), np.empty(n_ctx)
+    ids_of: dict = {}
+    for _ in range(300):
+        state, length = _chart_lm.EMPTY_STATE, 0
+        words[:], backs[:] = -1, 0.0
+        for word in lm.encode(list(rng.choice(WORDS, size=8))):
+            states = _chart_lm.room(states, 1)
+            logprob, following, independent, grew = _chart_lm.step(t, states, state, int(word))
+            expected, _, next_length, expected_independent = score_word(t, words, backs, length, int(word),
+                                                                       next_words, next_backs)
+            assert logprob == expected and independent == expected_independent
+            assert grew == (next_length == length + 1)
+            got = states.words[following]
+            assert got[0] == next_length and got[1:].tolist() == next_words.tolist()
+            assert states.backoffs[following].tolist() == next_backs.tolist()
+            assert ids_of.setdefault(tuple(next_words.tolist()), following) == following
+            state, length = following, next_length
+            words[:], backs[:] = next_words, next_backs

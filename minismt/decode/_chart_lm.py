@@ -1,15 +1,18 @@
 """The n-gram LM inside a chart decoder: an item's LM state and the LM score of a rule application.
 
-An item (a chart entry: a span, a label, a target yield) carries, for an LM of order N:
+An item (a chart entry: a span, a label, a target yield) carries, for an LM of order N, one int32 row
+of ``N - 1 + 4`` columns (:data:`LENGTH`, :data:`LEFT_LEN`, :data:`FLAGS`, :data:`RIGHT`, then the
+left words from :data:`LEFT`) and one float, ``est``:
 
-* ``length``: the number of target words of its yield (an item that starts with ``<s>`` counts it);
-* ``left``: KenLM's minimised left state: its first words (LM ids, at most N-1) whose scores can
+* ``LENGTH``: the number of target words of its yield (an item that starts with ``<s>`` counts it);
+* the left words: KenLM's minimised left state: its first words (LM ids, at most N-1) whose scores can
   still change with words to their left.  It ends before a word whose matched n-gram is the suffix of
   no longer one (KenLM's ``independent_left``) and after a word where the LM state stopped growing
-  (the item's first words have left the context); ``full`` says it has ended (always so for an item
-  longer than its left words); empty when the item starts with ``<s>`` (``complete``);
-* ``right``: KenLM's state after its last word (``words`` newest first, ``backoffs``, ``length``;
-  minimised as KenLM's right state), the context of whatever follows it;
+  (the item's first words have left the context); the :data:`FULL` flag says it has ended (always so
+  for an item longer than its left words); empty when the item starts with ``<s>`` (:data:`COMPLETE`);
+* ``est``: what the left words add to its value (scored from no context);
+* ``RIGHT``: the id of KenLM's state after its last word in the sentence's :class:`LMStates` (minimised
+  as KenLM's right state), the context of whatever follows it;
 * its LM value ``V`` (kept by the caller): the log10 probability of its yield scored as KenLM scores
   a sentence from no context, ``sum_p log10 p(w_p | w_{p-N+1} .. w_{p-1})`` with the context cut at
   the item's start (or from ``<s>`` when the item starts with it).
@@ -23,141 +26,260 @@ the new item's (which its next word would be charged) and its right state.  This
 goal item (``<s> ... </s>``) has ``V`` = the sentence's LM score (KenLM's ``score(sentence, bos=True,
 eos=True)``), and an edge of the forest carries exactly the LM score its rule application adds.
 
-Two items with the same ``left`` words, ``full`` flag, ``right`` words and ``complete`` flag score every
+Two items with equal rows from :data:`STATE` on (equal left words, flags and right state) score every
 continuation alike (recombination).
+
+The LM states of a sentence are interned (:class:`LMStates`): a state is an id, and a step from a
+state by a word is looked up in a memo of transitions before the LM is asked; in cube pruning nearly
+every step repeats (97% on Multi30k), so the walk costs a few array reads per word.  The arrays are
+passed whole and rows are addressed by index, never sliced in the walk: a numba array view costs two
+atomic reference-count operations, which were half the decoder's time.
 """
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 from numba import njit
 
+from minismt._primitives import GOLDEN, grow_rows, mix64
 from minismt.lm._kernels import begin_state, score_word
 
 
+LENGTH, LEFT_LEN, FLAGS, RIGHT, LEFT = 0, 1, 2, 3, 4
+"""The columns of an item's row: yield length, left-state length, flags, right state id, left words;
+the columns from :data:`STATE` on are its LM state, on which items recombine."""
+STATE = LEFT_LEN
+COMPLETE, FULL = 1, 2
+"""The flags: the item starts with ``<s>``; its left state has ended."""
+EMPTY_STATE = 0
+"""The id of the empty context in every :class:`LMStates`."""
+TRANSITION_BITS = 14
+"""The memo of transitions holds ``2**14`` steps (384 kB: it stays in the L2 cache)."""
+
+
+def row_width(order: int) -> int:
+    """The columns of an item's row for an LM of ``order``."""
+    return max(order - 1, 1) + LEFT
+
+
+class LMStates(NamedTuple):
+    """A sentence's LM states (KenLM right states) by id, and the memo of steps between them.
+
+    ``words``: int32[S, N]: the state's length, then its words (newest first, -1 padded);
+    ``backoffs``: float64[S, N-1]; ``index``: an open-addressing set of the ids (-1 empty);
+    ``step_key``: int64[M] (``state << 32 | word``, -1 empty), ``step_value``: int64[M] (``next << 2 |
+    independent << 1 | grew``), ``step_logprob``: float64[M]: a direct-mapped memo of
+    :func:`~minismt.lm._kernels.score_word`; ``count``: int64[2], the number of states and the id of
+    ``<s>``'s state."""
+
+    words: np.ndarray
+    backoffs: np.ndarray
+    index: np.ndarray
+    step_key: np.ndarray
+    step_value: np.ndarray
+    step_logprob: np.ndarray
+    count: np.ndarray
+
+
 @njit(cache=True)
-def _copy_state(words, backoffs, length, out_words, out_backoffs):
-    out_words[:] = words
-    out_backoffs[:] = backoffs
-    return length
+def _state_hash(words, s):
+    h = mix64(np.uint64(words[s, 0]) + GOLDEN)
+    for k in range(1, words[s, 0] + 1):
+        h = mix64(h ^ (np.uint64(words[s, k] + 2) + GOLDEN))
+    return h
 
 
-def scratch(order: int) -> tuple[np.ndarray, np.ndarray]:
-    """The work space :func:`apply_rule` needs for an LM of ``order``."""
-    n_ctx = max(order - 1, 1)
-    return np.empty((3, n_ctx), dtype=np.int32), np.empty((2, n_ctx), dtype=np.float64)
+@njit(cache=True)
+def _find(words, index, s):
+    """``(slot, True)`` of the state equal to row ``s`` in ``index``, or ``(free slot, False)``."""
+    mask = index.shape[0] - 1
+    slot = np.int64(_state_hash(words, s) & np.uint64(mask))
+    n = words[s, 0]
+    while index[slot] >= 0:
+        other = index[slot]
+        same = words[other, 0] == n
+        k = 1
+        while same and k <= n:
+            same = words[other, k] == words[s, k]
+            k += 1
+        if same:
+            return slot, True
+        slot = (slot + 1) & mask
+    return slot, False
+
+
+@njit(cache=True)
+def _intern(states):
+    """The id of the state written in the first free row (which becomes a state if it is new)."""
+    n = states.count[0]
+    slot, found = _find(states.words, states.index, n)
+    if found:
+        return states.index[slot]
+    states.index[slot] = n
+    states.count[0] = n + 1
+    return n
+
+
+@njit(cache=True)
+def new_states(t, capacity=1024):
+    """The states of a new sentence: the empty context (:data:`EMPTY_STATE`) and ``<s>``'s."""
+    n_ctx = max(t.order - 1, 1)
+    states = LMStates(np.full((capacity, n_ctx + 1), -1, dtype=np.int32), np.zeros((capacity, n_ctx)),
+                      np.full(4 * capacity, -1, dtype=np.int64),
+                      np.full(1 << TRANSITION_BITS, -1, dtype=np.int64), np.zeros(1 << TRANSITION_BITS, dtype=np.int64),
+                      np.zeros(1 << TRANSITION_BITS), np.zeros(2, dtype=np.int64))
+    states.words[0, 0] = 0
+    _intern(states)
+    states.words[1, 0] = begin_state(t, states.words[1, 1:], states.backoffs[1])
+    states.count[1] = _intern(states)
+    return states
+
+
+@njit(cache=True)
+def room(states, extra):
+    """``states`` with room for ``extra`` more states (itself, or grown copies of its tables; the
+    caller may skip the call while ``count[0] + extra < words.shape[0]``)."""
+    need = states.count[0] + extra + 1
+    if need <= states.words.shape[0]:
+        return states
+    words = grow_rows(states.words, need)
+    words[states.count[0]:] = -1
+    index = np.full(4 * words.shape[0], -1, dtype=np.int64)
+    for s in range(states.count[0]):
+        slot, _ = _find(words, index, s)
+        index[slot] = s
+    return LMStates(words, grow_rows(states.backoffs, need), index, states.step_key, states.step_value,
+                    states.step_logprob, states.count)
 
 
 @njit(cache=True, inline="always")
-def _left_state(word, logprob, independent, grew, left_done, new_left, new_left_len):
+def step(t, states, state, word):
+    """log10 p(word | state), the next state, whether no words further left can change the score
+    (KenLM's ``independent_left``) and whether the state grew by the word: from the memo, or
+    :func:`~minismt.lm._kernels.score_word` (the new state interned)."""
+    key = (np.int64(state) << 32) | np.int64(word)
+    slot = np.int64(mix64(np.uint64(key) + GOLDEN) & np.uint64(states.step_key.shape[0] - 1))
+    if states.step_key[slot] == key:
+        value = states.step_value[slot]
+        return states.step_logprob[slot], value >> 2, (value & 2) != 0, (value & 1) != 0
+    return _score_step(t, states, state, word, key, slot)
+
+
+@njit(cache=True)
+def _score_step(t, states, state, word, key, slot):
+    free = states.count[0]
+    logprob, _, length, independent = score_word(t, states.words[state, 1:], states.backoffs[state],
+                                                 states.words[state, 0], word, states.words[free, 1:],
+                                                 states.backoffs[free])
+    states.words[free, 0] = length
+    grew = length == states.words[state, 0] + 1
+    following = _intern(states)
+    states.step_key[slot] = key
+    states.step_value[slot] = (following << 2) | (2 if independent else 0) | (1 if grew else 0)
+    states.step_logprob[slot] = logprob
+    return logprob, following, independent, grew
+
+
+@njit(cache=True, inline="always")
+def _left_state(word, logprob, independent, grew, left_done, row, out, new_left_len):
     """The new item's left state after ``word`` (scored ``logprob``): until the state is done, the word
     joins it unless no words further left can change its score (KenLM's ``RuleScore::ProcessRet``); the
     state is done at such a word, or when the LM state did not grow by the word (the item's first words
     have left it).  Returns ``(done, left words, the word's score if it joined else 0)``."""
     if left_done or independent:
         return True, new_left_len, 0.0
-    new_left[new_left_len] = word
+    row[out, LEFT + new_left_len] = word
     return not grew, new_left_len + 1, logprob
 
 
 @njit(cache=True)
-def apply_rule(t, target, children, item_left, item_left_len, item_left_est, item_full, item_right_words,
-               item_right_backoffs, item_right_len, item_length, item_complete, out, scratch_ints,
-               scratch_floats):
-    """The LM score a rule application adds, writing the new item's state at index ``out``.
+def apply_rule(t, states, rule_tgt, lo, hi, child0, child1, item, item_est, out, out_est, o):
+    """The LM score a rule application adds, writing the new item's row into ``out[o]`` and
+    ``out_est[o]``.
 
-    ``target``: the rule's target side: LM word ids (``t.bos`` may only come first), ``-1 - k`` for
-    the item of non-terminal ``k`` (``children[k]``, an index into the ``item_*`` arrays).
-    ``item_left_est``: what an item's left words add to its value (scored from no context);
-    ``item_full``: its left state has ended (see the module docstring).  Returns
-    ``V(new) - sum_k V(children[k])`` (log10).  ``scratch_*``: work space (:func:`scratch`)."""
-    state_w = scratch_ints[0]
-    next_w = scratch_ints[1]
-    new_left = scratch_ints[2]
-    state_b = scratch_floats[0]
-    next_b = scratch_floats[1]
-    state_w[:] = -1
-    state_b[:] = 0.0
-    state_len = 0
+    ``rule_tgt[lo:hi]``: the rule's target side: LM word ids (``t.bos`` may only come first), ``-1``
+    for the item ``child0`` and ``-2`` for ``child1`` (rows of ``item``, ``item_est``).  Returns
+    ``V(new) - sum V(children)`` (log10); ``states`` (:class:`LMStates`) must have room for
+    ``hi - lo`` + 2 (N - 1) new states (:func:`room`)."""
+    n_ctx = out.shape[1] - LEFT
+    for k in range(n_ctx):
+        out[o, LEFT + k] = -1
+    state = EMPTY_STATE
     emitted = 0          # words of the new item so far
     complete = False
     left_done = False
-    new_left[:] = -1
     new_left_len = 0
     new_left_est = 0.0
     delta = 0.0
-    for q in range(target.shape[0]):
-        sym = target[q]
+    for q in range(lo, hi):
+        sym = rule_tgt[q]
         if sym >= 0:
             if sym == t.bos:
-                if q != 0:
+                if q != lo:
                     raise ValueError("<s> inside a rule's target side")
-                state_len = begin_state(t, state_w, state_b)
+                state = states.count[1]
                 complete = True
                 left_done = True
                 emitted += 1
                 continue
-            logprob, _, next_len, independent = score_word(t, state_w, state_b, state_len, sym, next_w, next_b)
-            left_done, new_left_len, est = _left_state(sym, logprob, independent, next_len == state_len + 1,
-                                                       left_done, new_left, new_left_len)
+            logprob, state_next, independent, grew = step(t, states, state, sym)
+            left_done, new_left_len, est = _left_state(sym, logprob, independent, grew, left_done, out, o,
+                                                       new_left_len)
             new_left_est += est
-            state_len = next_len
-            state_w, next_w = next_w, state_w
-            state_b, next_b = next_b, state_b
+            state = state_next
             delta += logprob
             emitted += 1
             continue
-        child = children[-1 - sym]
-        if item_complete[child]:
-            if q != 0:
+        child = child0 if sym == -1 else child1
+        if item[child, FLAGS] & COMPLETE:
+            if q != lo:
                 raise ValueError("an item that starts with <s> inside a rule's target side")
             complete = True
             left_done = True
-            emitted = item_length[child]
-            state_len = _copy_state(item_right_words[child], item_right_backoffs[child],
-                                    item_right_len[child], state_w, state_b)
+            emitted = item[child, LENGTH]
+            state = item[child, RIGHT]
             continue
         if emitted == 0:
             # nothing precedes the child: its words keep their scores, its left state is ours
-            for k in range(item_left_len[child]):
-                new_left[k] = item_left[child, k]
-            new_left_len = item_left_len[child]
-            new_left_est = item_left_est[child]
-            left_done = item_full[child]
-            emitted = item_length[child]
-            state_len = _copy_state(item_right_words[child], item_right_backoffs[child],
-                                    item_right_len[child], state_w, state_b)
+            new_left_len = item[child, LEFT_LEN]
+            for k in range(new_left_len):
+                out[o, LEFT + k] = item[child, LEFT + k]
+            new_left_est = item_est[child]
+            left_done = (item[child, FLAGS] & FULL) != 0
+            emitted = item[child, LENGTH]
+            state = item[child, RIGHT]
             continue
         # the child's left words: rescored in the new context, minus their score inside the child
-        delta -= item_left_est[child]
-        for k in range(item_left_len[child]):
-            word = item_left[child, k]
-            logprob, _, next_len, independent = score_word(t, state_w, state_b, state_len, word, next_w, next_b)
-            left_done, new_left_len, est = _left_state(word, logprob, independent, next_len == state_len + 1,
-                                                       left_done, new_left, new_left_len)
+        delta -= item_est[child]
+        n_left = item[child, LEFT_LEN]
+        for k in range(n_left):
+            word = item[child, LEFT + k]
+            logprob, state_next, independent, grew = step(t, states, state, word)
+            left_done, new_left_len, est = _left_state(word, logprob, independent, grew, left_done, out, o,
+                                                       new_left_len)
             new_left_est += est
-            state_len = next_len
-            state_w, next_w = next_w, state_w
-            state_b, next_b = next_b, state_b
+            state = state_next
             delta += logprob
-        emitted += item_length[child]
-        if item_length[child] > item_left_len[child]:
+        emitted += item[child, LENGTH]
+        if item[child, LENGTH] > n_left:
             # words after its left words (so its left state is full): scored inside it with all the
             # context that can change their probabilities; the first of them is also charged the
             # back-offs of the contexts that reach past the child's left words into ours (KenLM's
             # RuleScore::NonTerminal with a full left state); what follows sees its right state
-            for i in range(item_left_len[child], state_len):
-                delta += state_b[i]
+            for i in range(n_left, states.words[state, 0]):
+                delta += states.backoffs[state, i]
             left_done = True
-            state_len = _copy_state(item_right_words[child], item_right_backoffs[child],
-                                    item_right_len[child], state_w, state_b)
-    item_left[out, :] = new_left
-    item_left_len[out] = 0 if complete else new_left_len
-    item_left_est[out] = 0.0 if complete else new_left_est
-    item_full[out] = complete or left_done
-    item_right_words[out, :] = state_w
-    item_right_backoffs[out, :] = state_b
-    item_right_len[out] = state_len
-    item_length[out] = emitted
-    item_complete[out] = complete
+            state = item[child, RIGHT]
+    if complete:
+        for k in range(new_left_len):
+            out[o, LEFT + k] = -1
+        new_left_len = 0
+        new_left_est = 0.0
+    out[o, LEFT_LEN] = new_left_len
+    out[o, FLAGS] = (COMPLETE if complete else 0) | (FULL if complete or left_done else 0)
+    out[o, RIGHT] = state
+    out[o, LENGTH] = emitted
+    out_est[o] = new_left_est
     return delta

@@ -27,57 +27,26 @@ import numpy as np
 from numba import njit
 
 from minismt._primitives import GOLDEN, grow, grow_rows, heap_pop, heap_push, mix64
-from minismt.decode._chart_lm import apply_rule
+from minismt.decode._chart_lm import LEFT, STATE, apply_rule, new_states, room
 
 LN10 = math.log(10.0)
 
 
 @njit(cache=True)
-def _state_hash(left, left_len, right, right_len, complete, full):
-    h = mix64(np.uint64(left_len) + GOLDEN)
-    for k in range(left_len):
-        h = mix64(h ^ (np.uint64(left[k] + 2) + GOLDEN))
-    h = mix64(h ^ (np.uint64(right_len) + np.uint64(7)))
-    for k in range(right_len):
-        h = mix64(h ^ (np.uint64(right[k] + 2) + GOLDEN))
-    if complete:
-        h = mix64(h ^ np.uint64(11))
-    if full:
-        h = mix64(h ^ np.uint64(13))
+def _state_hash(rows, i):
+    """The hash of item ``i``'s LM state (its row from :data:`STATE` on)."""
+    h = GOLDEN
+    for k in range(STATE, rows.shape[1]):
+        h = mix64(h ^ (np.uint64(rows[i, k] + 2) + GOLDEN))
     return h
 
 
-@njit(cache=True)
-def _same_state(a, b, left, left_len, right, right_len, complete, full):
-    if left_len[a] != left_len[b] or right_len[a] != right_len[b] or complete[a] != complete[b] \
-            or full[a] != full[b]:
-        return False
-    for k in range(left_len[a]):
-        if left[a, k] != left[b, k]:
-            return False
-    for k in range(right_len[a]):
-        if right[a, k] != right[b, k]:
+@njit(cache=True, inline="always")
+def _same_state(rows, a, b):
+    for k in range(STATE, rows.shape[1]):
+        if rows[a, k] != rows[b, k]:
             return False
     return True
-
-
-@njit(cache=True, inline="always")
-def _apply(t, app, rank, k1, k2, app_child, app_rules_lo, rules, rule_tgt, rule_tgt_off, cell_off,
-           cell_items, left, left_len, left_est, full, right_w, right_b, right_len, length, complete, out,
-           children, scratch_ints, scratch_floats):
-    """Apply candidate (app, rule rank, child ranks) into item slot ``out``; returns the rule and
-    the log10 LM score the application adds (``children`` receives the child items)."""
-    rule = rules[app_rules_lo[app] + rank]
-    for k in range(2):
-        c = app_child[app, k]
-        if c >= 0:
-            children[k] = cell_items[cell_off[c] + (k1 if k == 0 else k2)]
-        else:
-            children[k] = -1
-    delta = apply_rule(t, rule_tgt[rule_tgt_off[rule]:rule_tgt_off[rule + 1]], children, left,
-                       left_len, left_est, full, right_w, right_b, right_len, length, complete, out,
-                       scratch_ints, scratch_floats)
-    return rule, delta
 
 
 @njit(cache=True)
@@ -95,16 +64,11 @@ def search(t, weights_lm, n_cells, cell_order, app_cell, app_child, app_rules_lo
     the order they are made (children before heads) and the goal is the best item of the last
     cell."""
     n_ctx = max(t.order - 1, 1)
+    width = n_ctx + LEFT
+    states = new_states(t)
     cap = 1024
-    left = np.full((cap, n_ctx), -1, dtype=np.int32)
-    left_len = np.zeros(cap, dtype=np.int64)
-    left_est = np.zeros(cap, dtype=np.float64)
-    full = np.zeros(cap, dtype=np.bool_)
-    right_w = np.full((cap, n_ctx), -1, dtype=np.int32)
-    right_b = np.zeros((cap, n_ctx), dtype=np.float64)
-    right_len = np.zeros(cap, dtype=np.int64)
-    length = np.zeros(cap, dtype=np.int64)
-    complete = np.zeros(cap, dtype=np.bool_)
+    item_row = np.full((cap, width), -1, dtype=np.int32)     # LM states (:mod:`_chart_lm`)
+    item_est = np.zeros(cap, dtype=np.float64)
     item_score = np.zeros(cap, dtype=np.float64)
     item_cell = np.zeros(cap, dtype=np.int64)
     item_hash = np.zeros(cap, dtype=np.uint64)
@@ -116,14 +80,11 @@ def search(t, weights_lm, n_cells, cell_order, app_cell, app_child, app_rules_lo
     cell_len = np.zeros(n_cells, dtype=np.int64)
     cell_items = np.zeros(1024, dtype=np.int64)
     n_cell_items = 0
-    children = np.full(2, -1, dtype=np.int64)
-    scratch_ints = np.empty((3, n_ctx), dtype=np.int32)
-    scratch_floats = np.empty((2, n_ctx), dtype=np.float64)
     w_lm = weights_lm * LN10
     next_app = 0
     n_apps = app_cell.shape[0]
     # the candidates of the cell being filled: their key (application, rule rank, child ranks), score,
-    # item state as computed when pushed (so that a pop needs no second LM walk), rule, children, LM;
+    # LM state row as computed when pushed (so that a pop needs no second LM walk), rule, children, LM;
     # a binary heap of them (best first) and an open-addressing set of their keys
     p_cap = 1024
     p_key = np.zeros((p_cap, 4), dtype=np.int64)
@@ -133,17 +94,10 @@ def search(t, weights_lm, n_cells, cell_order, app_cell, app_child, app_rules_lo
     p_rule = np.zeros(p_cap, dtype=np.int64)
     p_children = np.zeros((p_cap, 2), dtype=np.int64)
     p_delta = np.zeros(p_cap, dtype=np.float64)
-    p_left = np.zeros((p_cap, n_ctx), dtype=np.int32)
-    p_left_len = np.zeros(p_cap, dtype=np.int64)
-    p_left_est = np.zeros(p_cap, dtype=np.float64)
-    p_full = np.zeros(p_cap, dtype=np.bool_)
-    p_right_w = np.zeros((p_cap, n_ctx), dtype=np.int32)
-    p_right_b = np.zeros((p_cap, n_ctx), dtype=np.float64)
-    p_right_len = np.zeros(p_cap, dtype=np.int64)
-    p_length = np.zeros(p_cap, dtype=np.int64)
-    p_complete = np.zeros(p_cap, dtype=np.bool_)
+    p_row = np.zeros((p_cap, width), dtype=np.int32)
+    p_est = np.zeros(p_cap, dtype=np.float64)
     seen = np.full(4096, -1, dtype=np.int64)       # candidate ids by key
-    states = np.full(1024, -1, dtype=np.int64)     # the cell's item ids by LM state
+    cell_states = np.full(1024, -1, dtype=np.int64)     # the cell's item ids by LM state
     for cell in cell_order:
         first_app = next_app
         while next_app < n_apps and app_cell[next_app] == cell:
@@ -172,28 +126,25 @@ def search(t, weights_lm, n_cells, cell_order, app_cell, app_child, app_rules_lo
                 pops += 1
                 if n_items + 2 >= cap:
                     cap = 2 * cap
-                    (left, left_len, left_est, full, right_w, right_b, right_len, length, complete, item_score,
-                     item_cell, item_hash, item_slot) = _grow_items(
-                        cap, left, left_len, left_est, full, right_w, right_b, right_len, length, complete,
-                        item_score, item_cell, item_hash, item_slot)
+                    item_row, item_est, item_score, item_cell, item_hash, item_slot = _grow_items(
+                        cap, item_row, item_est, item_score, item_cell, item_hash, item_slot)
                 # the candidate's state into the next item slot; recombined with an item of the same state
-                _copy_item(p_left, p_left_len, p_left_est, p_full, p_right_w, p_right_b, p_right_len, p_length,
-                           p_complete, p, left, left_len, left_est, full, right_w, right_b, right_len, length,
-                           complete, n_items)
+                for k in range(width):
+                    item_row[n_items, k] = p_row[p, k]
+                item_est[n_items] = p_est[p]
                 score = p_score[p]
-                h = _state_hash(left[n_items], left_len[n_items], right_w[n_items], right_len[n_items],
-                                complete[n_items], full[n_items])
-                if 2 * (n_items - first_item + 1) > states.shape[0]:
-                    states = _rehash_states(2 * states.shape[0], first_item, n_items, item_hash, item_slot,
-                                            left, left_len, right_w, right_len, complete, full)
-                slot, found = _find_state(states, h, n_items, left, left_len, right_w, right_len, complete, full)
+                h = _state_hash(item_row, n_items)
+                if 2 * (n_items - first_item + 1) > cell_states.shape[0]:
+                    cell_states = _rehash_states(2 * cell_states.shape[0], first_item, n_items, item_hash, item_slot,
+                                                 item_row)
+                slot, found = _find_state(cell_states, h, n_items, item_row)
                 if found:
-                    head = states[slot]
+                    head = cell_states[slot]
                     if score > item_score[head]:
                         item_score[head] = score
                 else:
                     head = n_items
-                    states[slot] = head
+                    cell_states[slot] = head
                     item_hash[head] = h
                     item_slot[head] = slot
                     item_score[head] = score
@@ -236,20 +187,30 @@ def search(t, weights_lm, n_cells, cell_order, app_cell, app_child, app_rules_lo
                     continue
                 if n_cand >= p_cap:
                     p_cap = 2 * p_cap
-                    (p_key, p_score, p_slot, heap, p_rule, p_children, p_delta, p_left, p_left_len, p_left_est,
-                     p_full, p_right_w, p_right_b, p_right_len, p_length, p_complete) = _grow_pool(
-                        p_cap, p_key, p_score, p_slot, heap, p_rule, p_children, p_delta, p_left, p_left_len,
-                        p_left_est, p_full, p_right_w, p_right_b, p_right_len, p_length, p_complete)
-                rule, delta = _apply(t, ca, nr, n1, n2, app_child, app_rules_lo, rules, rule_tgt, rule_tgt_off,
-                                     cell_off, cell_items, left, left_len, left_est, full, right_w, right_b, right_len,
-                                     length, complete, n_items, children, scratch_ints, scratch_floats)
+                    p_key, p_score, p_slot, heap, p_rule, p_children, p_delta, p_row, p_est = _grow_pool(
+                        p_cap, p_key, p_score, p_slot, heap, p_rule, p_children, p_delta, p_row, p_est)
+                rule = rules[app_rules_lo[ca] + nr]
+                c0, c1 = app_child[ca, 0], app_child[ca, 1]
+                child0 = cell_items[cell_off[c0] + n1] if c0 >= 0 else -1
+                child1 = cell_items[cell_off[c1] + n2] if c1 >= 0 else -1
+                lo, hi = rule_tgt_off[rule], rule_tgt_off[rule + 1]
+                if states.count[0] + hi - lo + 2 * n_ctx >= states.words.shape[0]:     # (a call costs)
+                    states = room(states, hi - lo + 2 * n_ctx)
+                delta = apply_rule(t, states, rule_tgt, lo, hi, child0, child1, item_row, item_est, p_row, p_est,
+                                   n_cand)
                 score = rule_static[rule] + w_lm * delta
-                for k in range(2):
-                    if children[k] >= 0:
-                        score += item_score[children[k]]
-                _keep(n_cand, ca, nr, n1, n2, rule, delta, children, n_items, left, left_len, left_est, full, right_w,
-                      right_b, right_len, length, complete, p_key, p_rule, p_children, p_delta, p_left,
-                      p_left_len, p_left_est, p_full, p_right_w, p_right_b, p_right_len, p_length, p_complete)
+                if child0 >= 0:
+                    score += item_score[child0]
+                if child1 >= 0:
+                    score += item_score[child1]
+                p_key[n_cand, 0] = ca
+                p_key[n_cand, 1] = nr
+                p_key[n_cand, 2] = n1
+                p_key[n_cand, 3] = n2
+                p_rule[n_cand] = rule
+                p_children[n_cand, 0] = child0
+                p_children[n_cand, 1] = child1
+                p_delta[n_cand] = delta
                 p_score[n_cand] = score
                 seen[slot] = n_cand
                 p_slot[n_cand] = slot
@@ -260,7 +221,7 @@ def search(t, weights_lm, n_cells, cell_order, app_cell, app_child, app_rules_lo
         for q in range(n_cand):
             seen[p_slot[q]] = -1
         for item in range(first_item, n_items):
-            states[item_slot[item]] = -1
+            cell_states[item_slot[item]] = -1
         # the cell's items, best first
         n_cell = n_items - first_item
         cell_items = grow(cell_items, n_cell_items + n_cell)
@@ -308,24 +269,23 @@ def _rehash_candidates(size, p_key, n_cand, p_slot):
 
 
 @njit(cache=True)
-def _find_state(table, h, item, left, left_len, right, right_len, complete, full):
+def _find_state(table, h, item, item_row):
     """``(slot, True)`` of the item of ``item``'s LM state in the open-addressing set ``table``
     (item ids, -1 empty), or ``(free slot, False)``."""
     mask = table.shape[0] - 1
     slot = np.int64(h & np.uint64(mask))
     while table[slot] >= 0:
-        if _same_state(table[slot], item, left, left_len, right, right_len, complete, full):
+        if _same_state(item_row, table[slot], item):
             return slot, True
         slot = (slot + 1) & mask
     return slot, False
 
 
 @njit(cache=True)
-def _rehash_states(size, first_item, n_items, item_hash, item_slot, left, left_len, right, right_len, complete,
-                   full):
+def _rehash_states(size, first_item, n_items, item_hash, item_slot, item_row):
     table = np.full(size, -1, dtype=np.int64)
     for item in range(first_item, n_items):
-        slot, _ = _find_state(table, item_hash[item], item, left, left_len, right, right_len, complete, full)
+        slot, _ = _find_state(table, item_hash[item], item, item_row)
         table[slot] = item
         item_slot[item] = slot
     return table
@@ -345,11 +305,9 @@ def grow_edges(cap, edge_head, edge_rule, edge_tails, edge_lm):
 
 
 @njit(cache=True)
-def _grow_items(cap, left, left_len, left_est, full, right_w, right_b, right_len, length, complete, item_score,
-                item_cell, item_hash, item_slot):
-    return (grow_rows(left, cap), grow(left_len, cap), grow(left_est, cap), grow(full, cap), grow_rows(right_w, cap),
-            grow_rows(right_b, cap), grow(right_len, cap), grow(length, cap), grow(complete, cap),
-            grow(item_score, cap), grow(item_cell, cap), grow(item_hash, cap), grow(item_slot, cap))
+def _grow_items(cap, item_row, item_est, item_score, item_cell, item_hash, item_slot):
+    return (grow_rows(item_row, cap), grow(item_est, cap), grow(item_score, cap), grow(item_cell, cap),
+            grow(item_hash, cap), grow(item_slot, cap))
 
 
 @njit(cache=True)
@@ -371,42 +329,6 @@ def reachable(goal, n_items, edge_head, edge_tails):
 
 
 @njit(cache=True)
-def _keep(p, a, rank, k1, k2, rule, delta, children, slot, left, left_len, left_est, full, right_w, right_b,
-          right_len, length, complete, p_key, p_rule, p_children, p_delta, p_left, p_left_len, p_left_est,
-          p_full, p_right_w, p_right_b, p_right_len, p_length, p_complete):
-    """Candidate ``p``: its key, rule, children, LM score and the item state computed in ``slot``."""
-    p_key[p, 0] = a
-    p_key[p, 1] = rank
-    p_key[p, 2] = k1
-    p_key[p, 3] = k2
-    p_rule[p] = rule
-    p_children[p, 0] = children[0]
-    p_children[p, 1] = children[1]
-    p_delta[p] = delta
-    _copy_item(left, left_len, left_est, full, right_w, right_b, right_len, length, complete, slot, p_left,
-               p_left_len, p_left_est, p_full, p_right_w, p_right_b, p_right_len, p_length, p_complete, p)
-
-
-@njit(cache=True, inline="always")
-def _copy_item(left, left_len, left_est, full, right_w, right_b, right_len, length, complete, i, to_left,
-               to_left_len, to_left_est, to_full, to_right_w, to_right_b, to_right_len, to_length, to_complete, j):
-    """Item state ``i`` of the first arrays into slot ``j`` of the second (items and candidates)."""
-    to_left[j, :] = left[i]
-    to_left_len[j] = left_len[i]
-    to_left_est[j] = left_est[i]
-    to_full[j] = full[i]
-    to_right_w[j, :] = right_w[i]
-    to_right_b[j, :] = right_b[i]
-    to_right_len[j] = right_len[i]
-    to_length[j] = length[i]
-    to_complete[j] = complete[i]
-
-
-@njit(cache=True)
-def _grow_pool(cap, p_key, p_score, p_slot, heap, p_rule, p_children, p_delta, p_left, p_left_len, p_left_est,
-               p_full, p_right_w, p_right_b, p_right_len, p_length, p_complete):
+def _grow_pool(cap, p_key, p_score, p_slot, heap, p_rule, p_children, p_delta, p_row, p_est):
     return (grow_rows(p_key, cap), grow(p_score, cap), grow(p_slot, cap), grow(heap, cap), grow(p_rule, cap),
-            grow_rows(p_children, cap), grow(p_delta, cap),
-            grow_rows(p_left, cap), grow(p_left_len, cap), grow(p_left_est, cap), grow(p_full, cap),
-            grow_rows(p_right_w, cap),
-            grow_rows(p_right_b, cap), grow(p_right_len, cap), grow(p_length, cap), grow(p_complete, cap))
+            grow_rows(p_children, cap), grow(p_delta, cap), grow_rows(p_row, cap), grow(p_est, cap))
