@@ -240,3 +240,24 @@ def test_interned_states_and_memoised_steps_equal_the_lm(lm):
             assert ids_of.setdefault(tuple(next_words.tolist()), following) == following
             state, length = following, next_length
             words[:], backs[:] = next_words, next_backs
+
+
+@pytest.mark.parametrize("extra", [1, 1500, 3001, 70_000])
+def test_room_grows_the_tables_to_powers_of_two_and_keeps_every_state(lm, extra):
+    t = lm.tables
+    states = _chart_lm.new_states(t)
+    walked = []
+    state = _chart_lm.EMPTY_STATE
+    for word in lm.encode(list(WORDS) * 3):
+        states = _chart_lm.room(states, 1)
+        state = _chart_lm.step(t, states, state, int(word))[1]
+        walked.append(state)
+    count = int(states.count[0])
+    states = _chart_lm.room(states, extra)
+    rows, size = states.words.shape[0], states.index.shape[0]
+    assert rows >= count + extra + 1 and rows & (rows - 1) == 0 and size & (size - 1) == 0
+    state = _chart_lm.EMPTY_STATE
+    for word, expected in zip(lm.encode(list(WORDS) * 3), walked):
+        state = _chart_lm.step(t, states, state, int(word))[1]
+        assert state == expected
+    assert states.count[0] == count

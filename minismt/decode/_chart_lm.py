@@ -43,7 +43,7 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
-from minismt._primitives import GOLDEN, grow_rows, mix64
+from minismt._primitives import GOLDEN, grow_rows, mix64, njit_borrowing
 from minismt.lm._kernels import begin_state, score_word
 
 
@@ -124,7 +124,8 @@ def _intern(states):
 
 @njit(cache=True)
 def new_states(t, capacity=1024):
-    """The states of a new sentence: the empty context (:data:`EMPTY_STATE`) and ``<s>``'s."""
+    """The states of a new sentence: the empty context (:data:`EMPTY_STATE`) and ``<s>``'s
+    (``capacity``: a power of two)."""
     n_ctx = max(t.order - 1, 1)
     states = LMStates(np.full((capacity, n_ctx + 1), -1, dtype=np.int32), np.zeros((capacity, n_ctx)),
                       np.full(4 * capacity, -1, dtype=np.int64),
@@ -144,13 +145,16 @@ def room(states, extra):
     need = states.count[0] + extra + 1
     if need <= states.words.shape[0]:
         return states
-    words = grow_rows(states.words, need)
+    rows = states.words.shape[0]
+    while rows < need:
+        rows *= 2                   # a power of two, and so the index's size
+    words = grow_rows(states.words, rows)
     words[states.count[0]:] = -1
-    index = np.full(4 * words.shape[0], -1, dtype=np.int64)
+    index = np.full(4 * rows, -1, dtype=np.int64)
     for s in range(states.count[0]):
         slot, _ = _find(words, index, s)
         index[slot] = s
-    return LMStates(words, grow_rows(states.backoffs, need), index, states.step_key, states.step_value,
+    return LMStates(words, grow_rows(states.backoffs, rows), index, states.step_key, states.step_value,
                     states.step_logprob, states.count)
 
 
@@ -194,7 +198,7 @@ def _left_state(word, logprob, independent, grew, left_done, row, out, new_left_
     return not grew, new_left_len + 1, logprob
 
 
-@njit(cache=True)
+@njit_borrowing
 def apply_rule(t, states, rule_tgt, lo, hi, child0, child1, item, item_est, out, out_est, o):
     """The LM score a rule application adds, writing the new item's row into ``out[o]`` and
     ``out_est[o]``.

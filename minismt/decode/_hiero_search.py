@@ -26,13 +26,13 @@ import math
 import numpy as np
 from numba import njit
 
-from minismt._primitives import GOLDEN, grow, grow_rows, heap_pop, heap_push, mix64
+from minismt._primitives import GOLDEN, grow, grow_rows, heap_pop, heap_push, mix64, njit_borrowing
 from minismt.decode._chart_lm import LEFT, STATE, apply_rule, new_states, room
 
 LN10 = math.log(10.0)
 
 
-@njit(cache=True)
+@njit_borrowing
 def _state_hash(rows, i):
     """The hash of item ``i``'s LM state (its row from :data:`STATE` on)."""
     h = GOLDEN
@@ -66,6 +66,7 @@ def search(t, weights_lm, n_cells, cell_order, app_cell, app_child, app_rules_lo
     n_ctx = max(t.order - 1, 1)
     width = n_ctx + LEFT
     states = new_states(t)
+    max_target = np.max(rule_tgt_off[1:] - rule_tgt_off[:-1]) if rule_tgt_off.shape[0] > 1 else 0
     cap = 1024
     item_row = np.full((cap, width), -1, dtype=np.int32)     # LM states (:mod:`_chart_lm`)
     item_est = np.zeros(cap, dtype=np.float64)
@@ -105,6 +106,17 @@ def search(t, weights_lm, n_cells, cell_order, app_cell, app_child, app_rules_lo
         heap_size = 0
         n_cand = 0
         first_item = n_items
+        # room for the LM states of every candidate the cell can have (each adds at most one per word
+        # it scores): at most the applications' first candidates and three per pop, and at most the
+        # points of their grids (a tuple of arrays reassigned per candidate would cost reference counts)
+        grid = 0
+        for a in range(first_app, next_app):
+            points = app_rules_hi[a] - app_rules_lo[a]
+            for k in range(2):
+                if app_child[a, k] >= 0:
+                    points *= cell_len[app_child[a, k]]
+            grid += points
+        states = room(states, min(grid, next_app - first_app + 3 * pop_limit) * (max_target + 2 * n_ctx))
         # the first candidate of every application whose child cells have items, then up to
         # pop_limit pops, each pushing its neighbours: the next rule of the block, the next item of
         # a child cell
@@ -194,8 +206,6 @@ def search(t, weights_lm, n_cells, cell_order, app_cell, app_child, app_rules_lo
                 child0 = cell_items[cell_off[c0] + n1] if c0 >= 0 else -1
                 child1 = cell_items[cell_off[c1] + n2] if c1 >= 0 else -1
                 lo, hi = rule_tgt_off[rule], rule_tgt_off[rule + 1]
-                if states.count[0] + hi - lo + 2 * n_ctx >= states.words.shape[0]:     # (a call costs)
-                    states = room(states, hi - lo + 2 * n_ctx)
                 delta = apply_rule(t, states, rule_tgt, lo, hi, child0, child1, item_row, item_est, p_row, p_est,
                                    n_cand)
                 score = rule_static[rule] + w_lm * delta
@@ -244,7 +254,7 @@ def _key_hash(a, rank, k1, k2):
     return mix64(h ^ (np.uint64(k2) + GOLDEN))
 
 
-@njit(cache=True)
+@njit_borrowing
 def _find_candidate(table, p_key, a, rank, k1, k2):
     """``(slot, True)`` of the candidate with key (a, rank, k1, k2) in the open-addressing set
     ``table`` (candidate ids, -1 empty), or ``(free slot, False)``."""
@@ -268,7 +278,7 @@ def _rehash_candidates(size, p_key, n_cand, p_slot):
     return table
 
 
-@njit(cache=True)
+@njit_borrowing
 def _find_state(table, h, item, item_row):
     """``(slot, True)`` of the item of ``item``'s LM state in the open-addressing set ``table``
     (item ids, -1 empty), or ``(free slot, False)``."""
