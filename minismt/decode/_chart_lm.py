@@ -32,8 +32,9 @@ continuation alike (recombination).
 The LM states of a sentence are interned (:class:`LMStates`): a state is an id, and a step from a
 state by a word is looked up in a memo of transitions before the LM is asked; in cube pruning nearly
 every step repeats (97% on Multi30k), so the walk costs a few array reads per word.  The arrays are
-passed whole and rows are addressed by index, never sliced in the walk: a numba array view costs two
-atomic reference-count operations, which were half the decoder's time.
+passed whole and rows are addressed by index, and :func:`apply_rule` is compiled without reference
+counting (:func:`~minismt._primitives.njit_borrowing`): numba's atomic increments and decrements of
+array views and arguments were half the decoder's time.
 """
 
 from __future__ import annotations
