@@ -44,7 +44,7 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
-from minismt._primitives import GOLDEN, grow_rows, mix64, njit_borrowing
+from minismt._primitives import GOLDEN, grow_rows, mix_in, njit_borrowing
 from minismt.lm._kernels import begin_state, score_word
 
 
@@ -60,9 +60,29 @@ TRANSITION_BITS = 14
 """The memo of transitions holds ``2**14`` steps (384 kB: it stays in the L2 cache)."""
 
 
-def row_width(order: int) -> int:
+@njit(cache=True)
+def row_width(order):
     """The columns of an item's row for an LM of ``order``."""
     return max(order - 1, 1) + LEFT
+
+
+@njit_borrowing
+def row_hash(rows, i, first):
+    """The hash of ``rows[i, first:]`` (items' LM states, states' words: -1 padded, so equal
+    states have equal rows)."""
+    h = GOLDEN
+    for k in range(first, rows.shape[1]):
+        h = mix_in(h, rows[i, k] + 2)
+    return h
+
+
+@njit(cache=True, inline="always")
+def same_row(rows, a, b, first):
+    """``rows[a, first:]`` equals ``rows[b, first:]``."""
+    for k in range(first, rows.shape[1]):
+        if rows[a, k] != rows[b, k]:
+            return False
+    return True
 
 
 class LMStates(NamedTuple):
@@ -85,27 +105,12 @@ class LMStates(NamedTuple):
 
 
 @njit(cache=True)
-def _state_hash(words, s):
-    h = mix64(np.uint64(words[s, 0]) + GOLDEN)
-    for k in range(1, words[s, 0] + 1):
-        h = mix64(h ^ (np.uint64(words[s, k] + 2) + GOLDEN))
-    return h
-
-
-@njit(cache=True)
 def _find(words, index, s):
     """``(slot, True)`` of the state equal to row ``s`` in ``index``, or ``(free slot, False)``."""
     mask = index.shape[0] - 1
-    slot = np.int64(_state_hash(words, s) & np.uint64(mask))
-    n = words[s, 0]
+    slot = np.int64(row_hash(words, s, 0) & np.uint64(mask))
     while index[slot] >= 0:
-        other = index[slot]
-        same = words[other, 0] == n
-        k = 1
-        while same and k <= n:
-            same = words[other, k] == words[s, k]
-            k += 1
-        if same:
+        if same_row(words, index[slot], s, 0):
             return slot, True
         slot = (slot + 1) & mask
     return slot, False
@@ -165,7 +170,7 @@ def step(t, states, state, word):
     (KenLM's ``independent_left``) and whether the state grew by the word: from the memo, or
     :func:`~minismt.lm._kernels.score_word` (the new state interned)."""
     key = (np.int64(state) << 32) | np.int64(word)
-    slot = np.int64(mix64(np.uint64(key) + GOLDEN) & np.uint64(states.step_key.shape[0] - 1))
+    slot = np.int64(mix_in(GOLDEN, key) & np.uint64(states.step_key.shape[0] - 1))
     if states.step_key[slot] == key:
         value = states.step_value[slot]
         return states.step_logprob[slot], value >> 2, (value & 2) != 0, (value & 1) != 0

@@ -27,26 +27,9 @@ import numpy as np
 from numba import njit
 
 from minismt._primitives import GOLDEN, grow, grow_rows, heap_pop, heap_push, mix64, njit_borrowing
-from minismt.decode._chart_lm import LEFT, STATE, apply_rule, new_states, room
+from minismt.decode._chart_lm import STATE, apply_rule, new_states, room, row_hash, row_width, same_row
 
 LN10 = math.log(10.0)
-
-
-@njit_borrowing
-def _state_hash(rows, i):
-    """The hash of item ``i``'s LM state (its row from :data:`STATE` on)."""
-    h = GOLDEN
-    for k in range(STATE, rows.shape[1]):
-        h = mix64(h ^ (np.uint64(rows[i, k] + 2) + GOLDEN))
-    return h
-
-
-@njit(cache=True, inline="always")
-def _same_state(rows, a, b):
-    for k in range(STATE, rows.shape[1]):
-        if rows[a, k] != rows[b, k]:
-            return False
-    return True
 
 
 @njit(cache=True)
@@ -64,7 +47,7 @@ def search(t, weights_lm, n_cells, cell_order, app_cell, app_child, app_rules_lo
     the order they are made (children before heads) and the goal is the best item of the last
     cell."""
     n_ctx = max(t.order - 1, 1)
-    width = n_ctx + LEFT
+    width = row_width(t.order)
     states = new_states(t)
     max_target = np.max(rule_tgt_off[1:] - rule_tgt_off[:-1]) if rule_tgt_off.shape[0] > 1 else 0
     cap = 1024
@@ -145,7 +128,7 @@ def search(t, weights_lm, n_cells, cell_order, app_cell, app_child, app_rules_lo
                     item_row[n_items, k] = p_row[p, k]
                 item_est[n_items] = p_est[p]
                 score = p_score[p]
-                h = _state_hash(item_row, n_items)
+                h = row_hash(item_row, n_items, STATE)
                 if 2 * (n_items - first_item + 1) > cell_states.shape[0]:
                     cell_states = _rehash_states(2 * cell_states.shape[0], first_item, n_items, item_hash, item_slot,
                                                  item_row)
@@ -285,7 +268,7 @@ def _find_state(table, h, item, item_row):
     mask = table.shape[0] - 1
     slot = np.int64(h & np.uint64(mask))
     while table[slot] >= 0:
-        if _same_state(item_row, table[slot], item):
+        if same_row(item_row, table[slot], item, STATE):
             return slot, True
         slot = (slot + 1) & mask
     return slot, False
