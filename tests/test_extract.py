@@ -390,6 +390,21 @@ def test_byte_order_ids_sort_like_lc_all_c(phrases):
     assert by_id == sorted(phrases, key=lambda p: (" ".join(p) + " ||| ...").encode())
 
 
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.lists(st.integers(-3, 50), max_size=5), max_size=10), st.data())
+def test_take_ranges_equals_slicing(rows, data):
+    """take_ranges against slicing row by row, in any order, with repeats and empty rows."""
+    from minismt.extract.phrase_table import take_ranges
+    flat = np.array([x for row in rows for x in row], dtype=np.int32)
+    offsets = np.concatenate([[0], np.cumsum([len(row) for row in rows])]).astype(np.int64)
+    order = np.array(data.draw(st.lists(st.integers(0, max(len(rows) - 1, 0)), max_size=15 if rows else 0)),
+                     dtype=np.int64)
+    taken, taken_offsets = take_ranges(flat, offsets, order)
+    assert taken.tolist() == [x for k in order.tolist() for x in rows[k]]
+    assert np.diff(taken_offsets).tolist() == [len(rows[k]) for k in order.tolist()]
+    assert taken.dtype == flat.dtype
+
 # ---- (c) Moses text formats ------------------------------------------------------------------
 
 def trained_table(table_limit=20):

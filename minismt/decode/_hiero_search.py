@@ -305,16 +305,14 @@ def _grow_items(cap, item_row, item_est, item_score, item_cell, item_hash, item_
 
 @njit(cache=True)
 def reachable(goal, n_items, edge_head, edge_tails):
-    """The items under ``goal`` (items are numbered children first, so one sweep down suffices)."""
-    order = np.argsort(edge_head, kind="mergesort")
-    first = np.searchsorted(edge_head[order], np.arange(n_items + 1))
+    """The items under ``goal``: one sweep over the edges, last first. The chart makes a cell's
+    edges after every edge of the cells its children are in (cells in ``cell_order``, children
+    over shorter spans or earlier ``S`` cells), so an item is known to be reachable before the
+    sweep meets its edges (the search's and forced decoding's)."""
     reach = np.zeros(n_items, dtype=np.bool_)
     reach[goal] = True
-    for item in range(goal, -1, -1):
-        if not reach[item]:
-            continue
-        for q in range(first[item], first[item + 1]):
-            e = order[q]
+    for e in range(edge_head.shape[0] - 1, -1, -1):
+        if reach[edge_head[e]]:
             for k in range(2):
                 if edge_tails[e, k] >= 0:
                     reach[edge_tails[e, k]] = True

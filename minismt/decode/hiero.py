@@ -258,83 +258,56 @@ class HieroDecoder:
         tgt, tgt_off = take_ranges(table.tgt_syms, table.tgt_off, local_global)
         tgt = tgt.astype(np.int64)
         lm_tgt = np.where(tgt >= 0, self._lm_of_target[np.maximum(tgt, 0)], tgt)
-        static = list(self._static[local_global])
         n_grammar = local_global.shape[0]
-        special_tgt: list[list[int]] = []
-        special_match: list[list[int]] = []
-        special_kind: list[tuple] = []
+        # the special rules: unknown-word copies of the positions no one-word rule covers, then
+        # <s>, glue and </s>; each (LM target, match target, {feature: value}, kind)
+        one_word = (spans[:, 1] - spans[:, 0] == 1) & (spans[:, 2] < 0)
+        uncovered = np.setdiff1d(np.arange(n), spans[one_word, 0])
+        specials = [([int(self.lm.encode([words[p]])[0])], [self.vocab.add(words[p])],
+                     {UWP: UNKNOWN_PENALTY, WP: -1.0, PP: 1.0}, ("oov", words[p])) for p in uncovered.tolist()]
+        specials += [([t.bos], [BOS_SYMBOL], {WP: -1.0, PP: 1.0}, ("bos",)),
+                     ([-1, -2], [-1, -2], {GLUE: GLUE_SCORE, PP: 1.0}, ("glue",)),
+                     ([-1, t.eos], [-1, EOS_SYMBOL], {WP: -1.0, PP: 1.0}, ("eos",))]
         w = self.weights
-
-        def special(target: list[int], match: list[int], features: dict[int, float], kind: tuple) -> int:
-            special_tgt.append(target)
-            special_match.append(match)
-            special_kind.append((kind, features))
-            static.append(sum(w[k] * v for k, v in features.items()))
-            return n_grammar + len(special_tgt) - 1
-
-        # applications: cell, two children, rule block
+        special_static = [sum(w[k] * v for k, v in features.items()) for _, _, features, _ in specials]
+        n_oov = uncovered.shape[0]
+        oov_at = n_grammar + np.arange(n_oov)     # a special rule's position in ``rules`` is its local id
+        bos_at, glue_at, eos_at = n_grammar + n_oov, n_grammar + n_oov + 1, n_grammar + n_oov + 2
+        # applications: cell, two children cells (-1: none), the rules[lo:hi] they apply. An X cell
+        # i * (n + 1) + j holds the items over words [i, j), an S cell s_base + 1 + k the items over <s> w_1..w_k
         X = n + 1
-
-        def x_cell(i: int, j: int) -> int:
-            return i * X + j
-
         s_base = X * X
-
-        app_cell = (spans[:, 0] * X + spans[:, 1]).tolist()
-        child_cells = np.where(spans[:, [2, 4]] >= 0, spans[:, [2, 4]] * X + spans[:, [3, 5]], -1)
-        app_child = child_cells.tolist()
-        app_lo = block_start[block_of].tolist()
-        app_hi = block_start[block_of + 1].tolist()
-        # the positions a one-word rule covers (the others get an unknown-word copy rule)
-        covered = set(spans[(spans[:, 1] - spans[:, 0] == 1) & (spans[:, 2] < 0), 0].tolist())
-        rules_list = list(range(n_grammar))
-        for p in range(n):
-            if p not in covered:
-                word_lm = int(self.lm.encode([words[p]])[0])
-                r = special([word_lm], [self.vocab.add(words[p])], {UWP: UNKNOWN_PENALTY, WP: -1.0, PP: 1.0},
-                            ("oov", words[p]))
-                rules_list.append(r)
-                app_cell.append(x_cell(p, p + 1))
-                app_child.append([-1, -1])
-                app_lo.append(len(rules_list) - 1)
-                app_hi.append(len(rules_list))
-        bos = special([t.bos], [BOS_SYMBOL], {WP: -1.0, PP: 1.0}, ("bos",))
-        glue = special([-1, -2], [-1, -2], {GLUE: GLUE_SCORE, PP: 1.0}, ("glue",))
-        eos = special([-1, t.eos], [-1, EOS_SYMBOL], {WP: -1.0, PP: 1.0}, ("eos",))
-        for r in (bos, glue, eos):
-            rules_list.append(r)
-        bos_at, glue_at, eos_at = len(rules_list) - 3, len(rules_list) - 2, len(rules_list) - 1
-        app_cell.append(s_base + 1)
-        app_child.append([-1, -1])
-        app_lo.append(bos_at)
-        app_hi.append(bos_at + 1)
-        for j in range(1, n + 1):
-            for k in range(max(0, j - self.max_span), j):
-                app_cell.append(s_base + j + 1)
-                app_child.append([s_base + k + 1, x_cell(k, j)])
-                app_lo.append(glue_at)
-                app_hi.append(glue_at + 1)
-        app_cell.append(s_base + n + 2)
-        app_child.append([s_base + n + 1, -1])
-        app_lo.append(eos_at)
-        app_hi.append(eos_at + 1)
-        cell_order = [x_cell(i, i + length) for length in range(1, min(n, self.max_span) + 1)
-                      for i in range(0, n - length + 1)] + [s_base + j for j in range(1, n + 3)]
+        glue_end = np.repeat(np.arange(1, n + 1), np.minimum(np.arange(1, n + 1), self.max_span))
+        glue_from = (np.maximum(glue_end - self.max_span, 0)
+                     + np.arange(glue_end.shape[0]) - np.searchsorted(glue_end, glue_end))
+        app_cell = np.concatenate([spans[:, 0] * X + spans[:, 1], uncovered * X + uncovered + 1, [s_base + 1],
+                                   s_base + glue_end + 1, [s_base + n + 2]])
+        app_child = np.concatenate([
+            np.where(spans[:, [2, 4]] >= 0, spans[:, [2, 4]] * X + spans[:, [3, 5]], -1),
+            np.full((n_oov + 1, 2), -1),
+            np.stack([s_base + glue_from + 1, glue_from * X + glue_end], axis=1),
+            [[s_base + n + 1, -1]]])
+        app_lo = np.concatenate([block_start[block_of], oov_at, [bos_at], np.full(glue_end.shape[0], glue_at),
+                                 [eos_at]])
+        app_hi = np.concatenate([block_start[block_of + 1], oov_at + 1, [bos_at + 1],
+                                 np.full(glue_end.shape[0], glue_at + 1), [eos_at + 1]])
+        cell_order = np.concatenate([
+            [i * X + i + length for length in range(1, min(n, self.max_span) + 1) for i in range(n - length + 1)],
+            s_base + np.arange(1, n + 3)]).astype(np.int64)
         position = np.full(s_base + n + 3, -1, dtype=np.int64)
-        position[np.array(cell_order, dtype=np.int64)] = np.arange(len(cell_order))
-        app_cell_arr = np.array(app_cell, dtype=np.int64)
-        by_cell = np.argsort(position[app_cell_arr], kind="stable")
-        special_off = tgt_off[-1] + np.cumsum([len(s) for s in special_tgt])
+        position[cell_order] = np.arange(cell_order.shape[0])
+        by_cell = np.argsort(position[app_cell], kind="stable")
+        special_len = np.array([len(lm) for lm, _, _, _ in specials], dtype=np.int64)
         return _Applications(
-            n_words=n, n_cells=s_base + n + 3, cell_order=np.array(cell_order, dtype=np.int64),
-            app_cell=app_cell_arr[by_cell], app_child=np.array(app_child, dtype=np.int64).reshape(-1, 2)[by_cell],
-            app_lo=np.array(app_lo, dtype=np.int64)[by_cell], app_hi=np.array(app_hi, dtype=np.int64)[by_cell],
-            rules=np.array(rules_list, dtype=np.int64),
-            lm_tgt=np.concatenate([lm_tgt] + [np.array(s, dtype=np.int64) for s in special_tgt]),
-            match_tgt=np.concatenate([tgt] + [np.array(s, dtype=np.int64) for s in special_match]),
-            tgt_off=np.concatenate([tgt_off, special_off]).astype(np.int64),
-            static=np.array(static, dtype=np.float64), goal_cell=s_base + n + 2, n_grammar=n_grammar,
-            local_global=local_global, special_kind=special_kind)
+            n_words=n, n_cells=s_base + n + 3, cell_order=cell_order, app_cell=app_cell[by_cell].astype(np.int64),
+            app_child=app_child[by_cell].astype(np.int64), app_lo=app_lo[by_cell].astype(np.int64),
+            app_hi=app_hi[by_cell].astype(np.int64), rules=np.arange(n_grammar + len(specials), dtype=np.int64),
+            lm_tgt=np.concatenate([lm_tgt, np.array([x for lm, _, _, _ in specials for x in lm], dtype=np.int64)]),
+            match_tgt=np.concatenate([tgt, np.array([x for _, m, _, _ in specials for x in m], dtype=np.int64)]),
+            tgt_off=np.concatenate([tgt_off, tgt_off[-1] + np.cumsum(special_len)]).astype(np.int64),
+            static=np.concatenate([self._static[local_global], special_static]).astype(np.float64),
+            goal_cell=s_base + n + 2, n_grammar=n_grammar, local_global=local_global,
+            special_kind=[(kind, features) for _, _, features, kind in specials])
 
     def full_weights(self) -> np.ndarray:
         """The weights over :attr:`space`: the dense features, then the sparse rule features."""
@@ -363,19 +336,23 @@ class HieroDecoder:
         present = tails >= 0
         tail_offsets = np.zeros(edges.shape[0] + 1, dtype=np.int64)
         np.cumsum(present.sum(axis=1), out=tail_offsets[1:])
-        # the local rules' features and target templates: the grammar's, then the special rules
+        # the features and target templates of the rules the edges use: the grammar's, then the special rules
         table = self.grammar.table
         n_grammar, local_global, special_kind = apps.n_grammar, apps.local_global, apps.special_kind
-        n_special = len(special_kind)
-        features = np.zeros((n_grammar + n_special, len(FEATURE_NAMES)))
-        features[:n_grammar, WP] = -self._words[local_global]
-        features[:n_grammar, PP] = 1.0
-        features[:n_grammar, TM0:TM0 + 4] = self._tm[local_global]
-        templates, template_off = take_ranges(table.tgt_syms, table.tgt_off, local_global)
+        local = edge_rule[edges]
+        used, edge_used = np.unique(local, return_inverse=True)
+        n_used_grammar = int(np.searchsorted(used, n_grammar))
+        grammar_rules = local_global[used[:n_used_grammar]]
+        features = np.zeros((used.shape[0], len(FEATURE_NAMES)))
+        features[:n_used_grammar, WP] = -self._words[grammar_rules]
+        features[:n_used_grammar, PP] = 1.0
+        features[:n_used_grammar, TM0:TM0 + 4] = self._tm[grammar_rules]
+        templates, template_off = take_ranges(table.tgt_syms, table.tgt_off, grammar_rules)
         special_templates = []
-        for k, (kind, values) in enumerate(special_kind):
+        for k, special in enumerate((used[n_used_grammar:] - n_grammar).tolist()):
+            kind, values = special_kind[special]
             for column, value in values.items():
-                features[n_grammar + k, column] = value
+                features[n_used_grammar + k, column] = value
             if kind[0] == "oov":            # the copied word
                 special_templates.append([self.vocab.add(kind[1])])
             else:                           # <s> and </s> are not in the yield
@@ -384,14 +361,13 @@ class HieroDecoder:
                                    [np.array(tp, dtype=np.int64) for tp in special_templates])
         template_off = np.concatenate([template_off, template_off[-1] + np.cumsum(
             [len(tp) for tp in special_templates], dtype=np.int64)]).astype(np.int64)
-        edge_features = features[edge_rule[edges]]
+        edge_features = features[edge_used]
         edge_features[:, LM] = edge_lm[edges]
         rows, columns = np.nonzero(edge_features)
         values = edge_features[rows, columns]
         if self._sparse is not None:
             # the sparse features of each edge's rule (none for the special rules)
             offsets, ids, sparse_values = self._sparse
-            local = edge_rule[edges]
             grammar_edges = np.flatnonzero(local < n_grammar)
             rules = local_global[local[grammar_edges]]
             sparse_ids, sparse_off = take_ranges(ids, offsets, rules)
@@ -403,7 +379,7 @@ class HieroDecoder:
             rows, columns, values = rows[order], columns[order], values[order]
         feat_offsets = np.zeros(edges.shape[0] + 1, dtype=np.int64)
         np.cumsum(np.bincount(rows, minlength=edges.shape[0]), out=feat_offsets[1:])
-        tmpl, tmpl_offsets = take_ranges(templates, template_off, edge_rule[edges])
+        tmpl, tmpl_offsets = take_ranges(templates, template_off, edge_used)
         return (Hypergraph(self.space, self.vocab, n_nodes, in_offsets, tail_offsets,
                            new_id[tails[present]], feat_offsets, columns, values, tmpl_offsets, tmpl),
                 nodes)

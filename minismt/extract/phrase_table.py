@@ -57,8 +57,11 @@ REORDERING_NAMES = ("backward-mono", "backward-swap", "backward-discontinuous",
 
 
 def take_ranges(flat: np.ndarray, offsets: np.ndarray, order: np.ndarray):
-    """Ranges ``flat[offsets[k]:offsets[k+1]]`` for k in ``order``, concatenated, and their offsets."""
-    return gather_ranges(flat, offsets[:-1][order], (offsets[1:] - offsets[:-1])[order])
+    """Ranges ``flat[offsets[k]:offsets[k+1]]`` for k in ``order``, concatenated, and their offsets
+    (the work is in the ranges taken, not in the table's size)."""
+    order = np.asarray(order, dtype=np.int64)
+    starts = offsets[order]
+    return gather_ranges(flat, starts, offsets[order + 1] - starts)
 
 
 def limit_rows(row_offsets: np.ndarray, p_e_given_f: np.ndarray, table_limit: int | None) -> np.ndarray:
