@@ -26,7 +26,7 @@ import math
 import numpy as np
 from numba import njit
 
-from minismt._primitives import GOLDEN, grow, grow_rows, heap_pop, heap_push, mix64, njit_borrowing
+from minismt._primitives import GOLDEN, grow, grow_rows, heap_pop, heap_push, mix_in, njit_borrowing
 from minismt.decode._chart_lm import STATE, apply_rule, new_states, room, row_hash, row_width, same_row
 
 LN10 = math.log(10.0)
@@ -45,18 +45,19 @@ def search(t, weights_lm, n_cells, cell_order, app_cell, app_child, app_rules_lo
     Returns ``n_items, item_score, item_cell, n_edges, edge_head, edge_rule, edge_tails``
     (int64[E, 2], -1 absent) and ``edge_lm`` (the LM feature of each edge); items are numbered in
     the order they are made (children before heads) and the goal is the best item of the last
-    cell."""
+    cell.
+
+    This function owns the arrays and gives each cell room for the most it can add before
+    :func:`_fill_cell` fills it without allocating (so without reference counting)."""
     n_ctx = max(t.order - 1, 1)
     width = row_width(t.order)
     states = new_states(t)
     max_target = np.max(rule_tgt_off[1:] - rule_tgt_off[:-1]) if rule_tgt_off.shape[0] > 1 else 0
-    cap = 1024
-    item_row = np.full((cap, width), -1, dtype=np.int32)     # LM states (:mod:`_chart_lm`)
-    item_est = np.zeros(cap, dtype=np.float64)
-    item_score = np.zeros(cap, dtype=np.float64)
-    item_cell = np.zeros(cap, dtype=np.int64)
-    item_hash = np.zeros(cap, dtype=np.uint64)
-    item_slot = np.zeros(cap, dtype=np.int64)
+    item_row = np.full((1024, width), -1, dtype=np.int32)     # LM states (:mod:`_chart_lm`)
+    item_est = np.zeros(1024, dtype=np.float64)
+    item_score = np.zeros(1024, dtype=np.float64)
+    item_cell = np.zeros(1024, dtype=np.int64)
+    item_slot = np.zeros(1024, dtype=np.int64)
     n_items = 0
     edge_head, edge_rule, edge_tails, edge_lm = new_edges(1024)
     n_edges = 0
@@ -64,34 +65,19 @@ def search(t, weights_lm, n_cells, cell_order, app_cell, app_child, app_rules_lo
     cell_len = np.zeros(n_cells, dtype=np.int64)
     cell_items = np.zeros(1024, dtype=np.int64)
     n_cell_items = 0
-    w_lm = weights_lm * LN10
     next_app = 0
     n_apps = app_cell.shape[0]
-    # the candidates of the cell being filled: their key (application, rule rank, child ranks), score,
-    # LM state row as computed when pushed (so that a pop needs no second LM walk), rule, children, LM;
-    # a binary heap of them (best first) and an open-addressing set of their keys
-    p_cap = 1024
-    p_key = np.zeros((p_cap, 4), dtype=np.int64)
-    p_score = np.zeros(p_cap, dtype=np.float64)
-    p_slot = np.zeros(p_cap, dtype=np.int64)
-    heap = np.zeros(p_cap, dtype=np.int64)
-    p_rule = np.zeros(p_cap, dtype=np.int64)
-    p_children = np.zeros((p_cap, 2), dtype=np.int64)
-    p_delta = np.zeros(p_cap, dtype=np.float64)
-    p_row = np.zeros((p_cap, width), dtype=np.int32)
-    p_est = np.zeros(p_cap, dtype=np.float64)
-    seen = np.full(4096, -1, dtype=np.int64)       # candidate ids by key
-    cell_states = np.full(1024, -1, dtype=np.int64)     # the cell's item ids by LM state
+    # the candidates of the cell being filled (:func:`_fill_cell`), a heap of them and an
+    # open-addressing set of their keys; the cell's items by LM state
+    p_key, p_score, p_slot, heap, p_rule, p_children, p_delta, p_row, p_est = _new_pool(1024, width)
+    seen = np.full(4096, -1, dtype=np.int64)
+    cell_states = np.full(1024, -1, dtype=np.int64)
     for cell in cell_order:
         first_app = next_app
         while next_app < n_apps and app_cell[next_app] == cell:
             next_app += 1
-        heap_size = 0
-        n_cand = 0
-        first_item = n_items
-        # room for the LM states of every candidate the cell can have (each adds at most one per word
-        # it scores): at most the applications' first candidates and three per pop, and at most the
-        # points of their grids (a tuple of arrays reassigned per candidate would cost reference counts)
+        # the most candidates the cell can have: the applications' first candidates and three per
+        # pop, and at most the points of their grids; as many items and edges as pops
         grid = 0
         for a in range(first_app, next_app):
             points = app_rules_hi[a] - app_rules_lo[a]
@@ -99,122 +85,30 @@ def search(t, weights_lm, n_cells, cell_order, app_cell, app_child, app_rules_lo
                 if app_child[a, k] >= 0:
                     points *= cell_len[app_child[a, k]]
             grid += points
-        states = room(states, min(grid, next_app - first_app + 3 * pop_limit) * (max_target + 2 * n_ctx))
-        # the first candidate of every application whose child cells have items, then up to
-        # pop_limit pops, each pushing its neighbours: the next rule of the block, the next item of
-        # a child cell
-        a = first_app
-        pops = 0
-        while True:
-            if a < next_app:            # the first candidates
-                if app_rules_hi[a] <= app_rules_lo[a] or (app_child[a, 0] >= 0 and cell_len[app_child[a, 0]] == 0) \
-                        or (app_child[a, 1] >= 0 and cell_len[app_child[a, 1]] == 0):
-                    a += 1
-                    continue
-                moves_a, moves_rank, moves_k1, moves_k2, n_moves = a, 0, 0, 0, 1
-                a += 1
-            else:
-                if heap_size == 0 or pops >= pop_limit:
-                    break
-                p = heap_pop(heap, 0, heap_size, p_score)
-                heap_size -= 1
-                pops += 1
-                if n_items + 2 >= cap:
-                    cap = 2 * cap
-                    item_row, item_est, item_score, item_cell, item_hash, item_slot = _grow_items(
-                        cap, item_row, item_est, item_score, item_cell, item_hash, item_slot)
-                # the candidate's state into the next item slot; recombined with an item of the same state
-                for k in range(width):
-                    item_row[n_items, k] = p_row[p, k]
-                item_est[n_items] = p_est[p]
-                score = p_score[p]
-                h = row_hash(item_row, n_items, STATE)
-                if 2 * (n_items - first_item + 1) > cell_states.shape[0]:
-                    cell_states = _rehash_states(2 * cell_states.shape[0], first_item, n_items, item_hash, item_slot,
-                                                 item_row)
-                slot, found = _find_state(cell_states, h, n_items, item_row)
-                if found:
-                    head = cell_states[slot]
-                    if score > item_score[head]:
-                        item_score[head] = score
-                else:
-                    head = n_items
-                    cell_states[slot] = head
-                    item_hash[head] = h
-                    item_slot[head] = slot
-                    item_score[head] = score
-                    item_cell[head] = cell
-                    n_items += 1
-                if n_edges >= edge_head.shape[0]:
-                    edge_head, edge_rule, edge_tails, edge_lm = grow_edges(2 * n_edges, edge_head, edge_rule,
-                                                                           edge_tails, edge_lm)
-                edge_head[n_edges] = head
-                edge_rule[n_edges] = p_rule[p]
-                edge_tails[n_edges, 0] = p_children[p, 0]
-                edge_tails[n_edges, 1] = p_children[p, 1]
-                edge_lm[n_edges] = LN10 * p_delta[p]
-                n_edges += 1
-                moves_a, moves_rank, moves_k1, moves_k2, n_moves = p_key[p, 0], p_key[p, 1], p_key[p, 2], \
-                    p_key[p, 3], 3
-            for move in range(n_moves):
-                ca, nr, n1, n2 = moves_a, moves_rank, moves_k1, moves_k2
-                if n_moves == 3:
-                    if move == 0:
-                        if app_rules_lo[ca] + nr + 1 >= app_rules_hi[ca]:
-                            continue
-                        nr += 1
-                    else:
-                        c = app_child[ca, move - 1]
-                        if c < 0:
-                            continue
-                        if move == 1:
-                            if n1 + 1 >= cell_len[c]:
-                                continue
-                            n1 += 1
-                        else:
-                            if n2 + 1 >= cell_len[c]:
-                                continue
-                            n2 += 1
-                if 2 * (n_cand + 1) > seen.shape[0]:
-                    seen = _rehash_candidates(2 * seen.shape[0], p_key, n_cand, p_slot)
-                slot, found = _find_candidate(seen, p_key, ca, nr, n1, n2)
-                if found:
-                    continue
-                if n_cand >= p_cap:
-                    p_cap = 2 * p_cap
-                    p_key, p_score, p_slot, heap, p_rule, p_children, p_delta, p_row, p_est = _grow_pool(
-                        p_cap, p_key, p_score, p_slot, heap, p_rule, p_children, p_delta, p_row, p_est)
-                rule = rules[app_rules_lo[ca] + nr]
-                c0, c1 = app_child[ca, 0], app_child[ca, 1]
-                child0 = cell_items[cell_off[c0] + n1] if c0 >= 0 else -1
-                child1 = cell_items[cell_off[c1] + n2] if c1 >= 0 else -1
-                lo, hi = rule_tgt_off[rule], rule_tgt_off[rule + 1]
-                delta = apply_rule(t, states, rule_tgt, lo, hi, child0, child1, item_row, item_est, p_row, p_est,
-                                   n_cand)
-                score = rule_static[rule] + w_lm * delta
-                if child0 >= 0:
-                    score += item_score[child0]
-                if child1 >= 0:
-                    score += item_score[child1]
-                p_key[n_cand, 0] = ca
-                p_key[n_cand, 1] = nr
-                p_key[n_cand, 2] = n1
-                p_key[n_cand, 3] = n2
-                p_rule[n_cand] = rule
-                p_children[n_cand, 0] = child0
-                p_children[n_cand, 1] = child1
-                p_delta[n_cand] = delta
-                p_score[n_cand] = score
-                seen[slot] = n_cand
-                p_slot[n_cand] = slot
-                heap_push(heap, 0, heap_size, n_cand, p_score)
-                heap_size += 1
-                n_cand += 1
-        # empty the sets for the next cell
-        for q in range(n_cand):
-            seen[p_slot[q]] = -1
-        for item in range(first_item, n_items):
-            cell_states[item_slot[item]] = -1
+        most = min(grid, next_app - first_app + 3 * pop_limit)
+        pops = min(most, pop_limit)
+        # each candidate adds at most one LM state per word it scores
+        states = room(states, most * (max_target + 2 * n_ctx))
+        if most > p_key.shape[0]:
+            p_key, p_score, p_slot, heap, p_rule, p_children, p_delta, p_row, p_est = _new_pool(
+                _power_of_two(most), width)
+        if 2 * most > seen.shape[0]:
+            seen = np.full(_power_of_two(2 * most), -1, dtype=np.int64)
+        if 2 * pops > cell_states.shape[0]:
+            cell_states = np.full(_power_of_two(2 * pops), -1, dtype=np.int64)
+        if n_items + pops > item_est.shape[0]:
+            need = _power_of_two(n_items + pops)
+            item_row, item_est, item_score = grow_rows(item_row, need), grow(item_est, need), grow(item_score, need)
+            item_cell, item_slot = grow(item_cell, need), grow(item_slot, need)
+        if n_edges + pops > edge_head.shape[0]:
+            edge_head, edge_rule, edge_tails, edge_lm = grow_edges(_power_of_two(n_edges + pops), edge_head,
+                                                                   edge_rule, edge_tails, edge_lm)
+        first_item = n_items
+        n_items, n_edges = _fill_cell(
+            t, states, weights_lm * LN10, pop_limit, cell, first_app, next_app, app_child, app_rules_lo,
+            app_rules_hi, rules, rule_tgt, rule_tgt_off, rule_static, cell_off, cell_len, cell_items, item_row,
+            item_est, item_score, item_cell, item_slot, n_items, edge_head, edge_rule, edge_tails, edge_lm,
+            n_edges, p_key, p_score, p_slot, heap, p_rule, p_children, p_delta, p_row, p_est, seen, cell_states)
         # the cell's items, best first
         n_cell = n_items - first_item
         cell_items = grow(cell_items, n_cell_items + n_cell)
@@ -229,18 +123,147 @@ def search(t, weights_lm, n_cells, cell_order, app_cell, app_child, app_rules_lo
             edge_lm[:n_edges].copy())
 
 
+@njit_borrowing
+def _fill_cell(t, states, w_lm, pop_limit, cell, first_app, next_app, app_child, app_rules_lo, app_rules_hi,
+               rules, rule_tgt, rule_tgt_off, rule_static, cell_off, cell_len, cell_items, item_row, item_est,
+               item_score, item_cell, item_slot, n_items, edge_head, edge_rule, edge_tails, edge_lm, n_edges,
+               p_key, p_score, p_slot, heap, p_rule, p_children, p_delta, p_row, p_est, seen, cell_states):
+    """Cube pruning in one cell (the applications ``first_app:next_app``), in arrays :func:`search`
+    made room in; returns the new ``n_items, n_edges``.
+
+    The first candidate of every application whose child cells have items, then up to ``pop_limit``
+    pops, best first, each pushing its neighbours (the next rule of the block, the next item of a
+    child cell).  A candidate (``p_*``) keeps its key (application, rule rank, child ranks), score,
+    rule, children, LM score and the LM state row computed when it was pushed (so that a pop needs
+    no second LM walk); ``seen`` holds the candidates by key and ``cell_states`` the cell's items by
+    LM state (both empty on entry, and emptied on return)."""
+    width = item_row.shape[1]
+    heap_size = 0
+    n_cand = 0
+    first_item = n_items
+    a = first_app
+    pops = 0
+    while True:
+        if a < next_app:            # the first candidates
+            if app_rules_hi[a] <= app_rules_lo[a] or (app_child[a, 0] >= 0 and cell_len[app_child[a, 0]] == 0) \
+                    or (app_child[a, 1] >= 0 and cell_len[app_child[a, 1]] == 0):
+                a += 1
+                continue
+            moves_a, moves_rank, moves_k1, moves_k2, n_moves = a, 0, 0, 0, 1
+            a += 1
+        else:
+            if heap_size == 0 or pops >= pop_limit:
+                break
+            p = heap_pop(heap, 0, heap_size, p_score)
+            heap_size -= 1
+            pops += 1
+            # the candidate's state into the next item slot; recombined with an item of the same state
+            for k in range(width):
+                item_row[n_items, k] = p_row[p, k]
+            item_est[n_items] = p_est[p]
+            score = p_score[p]
+            slot, found = _find_state(cell_states, row_hash(item_row, n_items, STATE), n_items, item_row)
+            if found:
+                head = cell_states[slot]
+                if score > item_score[head]:
+                    item_score[head] = score
+            else:
+                head = n_items
+                cell_states[slot] = head
+                item_slot[head] = slot
+                item_score[head] = score
+                item_cell[head] = cell
+                n_items += 1
+            edge_head[n_edges] = head
+            edge_rule[n_edges] = p_rule[p]
+            edge_tails[n_edges, 0] = p_children[p, 0]
+            edge_tails[n_edges, 1] = p_children[p, 1]
+            edge_lm[n_edges] = LN10 * p_delta[p]
+            n_edges += 1
+            moves_a, moves_rank, moves_k1, moves_k2, n_moves = p_key[p, 0], p_key[p, 1], p_key[p, 2], \
+                p_key[p, 3], 3
+        for move in range(n_moves):
+            ca, nr, n1, n2 = moves_a, moves_rank, moves_k1, moves_k2
+            if n_moves == 3:
+                if move == 0:
+                    if app_rules_lo[ca] + nr + 1 >= app_rules_hi[ca]:
+                        continue
+                    nr += 1
+                else:
+                    c = app_child[ca, move - 1]
+                    if c < 0:
+                        continue
+                    if move == 1:
+                        if n1 + 1 >= cell_len[c]:
+                            continue
+                        n1 += 1
+                    else:
+                        if n2 + 1 >= cell_len[c]:
+                            continue
+                        n2 += 1
+            slot, found = _find_candidate(seen, p_key, ca, nr, n1, n2)
+            if found:
+                continue
+            rule = rules[app_rules_lo[ca] + nr]
+            c0, c1 = app_child[ca, 0], app_child[ca, 1]
+            child0 = cell_items[cell_off[c0] + n1] if c0 >= 0 else -1
+            child1 = cell_items[cell_off[c1] + n2] if c1 >= 0 else -1
+            delta = apply_rule(t, states, rule_tgt, rule_tgt_off[rule], rule_tgt_off[rule + 1], child0, child1,
+                               item_row, item_est, p_row, p_est, n_cand)
+            score = rule_static[rule] + w_lm * delta
+            if child0 >= 0:
+                score += item_score[child0]
+            if child1 >= 0:
+                score += item_score[child1]
+            p_key[n_cand, 0] = ca
+            p_key[n_cand, 1] = nr
+            p_key[n_cand, 2] = n1
+            p_key[n_cand, 3] = n2
+            p_rule[n_cand] = rule
+            p_children[n_cand, 0] = child0
+            p_children[n_cand, 1] = child1
+            p_delta[n_cand] = delta
+            p_score[n_cand] = score
+            seen[slot] = n_cand
+            p_slot[n_cand] = slot
+            heap_push(heap, 0, heap_size, n_cand, p_score)
+            heap_size += 1
+            n_cand += 1
+    # empty the sets for the next cell
+    for q in range(n_cand):
+        seen[p_slot[q]] = -1
+    for item in range(first_item, n_items):
+        cell_states[item_slot[item]] = -1
+    return n_items, n_edges
+
+
+@njit(cache=True, inline="always")
+def _power_of_two(n):
+    """The least power of two >= ``n`` (and >= 16)."""
+    size = 16
+    while size < n:
+        size *= 2
+    return size
+
+
+@njit(cache=True)
+def _new_pool(cap, width):
+    """The candidate arrays of a cell with room for ``cap`` candidates: key, score, slot in the set of
+    keys, heap, rule, children, LM score, LM state row and its ``est``."""
+    return (np.zeros((cap, 4), dtype=np.int64), np.zeros(cap, dtype=np.float64), np.zeros(cap, dtype=np.int64),
+            np.zeros(cap, dtype=np.int64), np.zeros(cap, dtype=np.int64), np.zeros((cap, 2), dtype=np.int64),
+            np.zeros(cap, dtype=np.float64), np.zeros((cap, width), dtype=np.int32), np.zeros(cap, dtype=np.float64))
+
+
 @njit(cache=True, inline="always")
 def _key_hash(a, rank, k1, k2):
-    h = mix64(np.uint64(a) + GOLDEN)
-    h = mix64(h ^ (np.uint64(rank) + GOLDEN))
-    h = mix64(h ^ (np.uint64(k1) + GOLDEN))
-    return mix64(h ^ (np.uint64(k2) + GOLDEN))
+    return mix_in(mix_in(mix_in(mix_in(GOLDEN, a), rank), k1), k2)
 
 
 @njit_borrowing
 def _find_candidate(table, p_key, a, rank, k1, k2):
     """``(slot, True)`` of the candidate with key (a, rank, k1, k2) in the open-addressing set
-    ``table`` (candidate ids, -1 empty), or ``(free slot, False)``."""
+    ``table`` (candidate ids, -1 empty; a power of two), or ``(free slot, False)``."""
     mask = table.shape[0] - 1
     slot = np.int64(_key_hash(a, rank, k1, k2) & np.uint64(mask))
     while table[slot] >= 0:
@@ -251,20 +274,10 @@ def _find_candidate(table, p_key, a, rank, k1, k2):
     return slot, False
 
 
-@njit(cache=True)
-def _rehash_candidates(size, p_key, n_cand, p_slot):
-    table = np.full(size, -1, dtype=np.int64)
-    for p in range(n_cand):
-        slot, _ = _find_candidate(table, p_key, p_key[p, 0], p_key[p, 1], p_key[p, 2], p_key[p, 3])
-        table[slot] = p
-        p_slot[p] = slot
-    return table
-
-
 @njit_borrowing
 def _find_state(table, h, item, item_row):
     """``(slot, True)`` of the item of ``item``'s LM state in the open-addressing set ``table``
-    (item ids, -1 empty), or ``(free slot, False)``."""
+    (item ids, -1 empty; a power of two), or ``(free slot, False)``."""
     mask = table.shape[0] - 1
     slot = np.int64(h & np.uint64(mask))
     while table[slot] >= 0:
@@ -272,16 +285,6 @@ def _find_state(table, h, item, item_row):
             return slot, True
         slot = (slot + 1) & mask
     return slot, False
-
-
-@njit(cache=True)
-def _rehash_states(size, first_item, n_items, item_hash, item_slot, item_row):
-    table = np.full(size, -1, dtype=np.int64)
-    for item in range(first_item, n_items):
-        slot, _ = _find_state(table, item_hash[item], item, item_row)
-        table[slot] = item
-        item_slot[item] = slot
-    return table
 
 
 @njit(cache=True)
@@ -298,12 +301,6 @@ def grow_edges(cap, edge_head, edge_rule, edge_tails, edge_lm):
 
 
 @njit(cache=True)
-def _grow_items(cap, item_row, item_est, item_score, item_cell, item_hash, item_slot):
-    return (grow_rows(item_row, cap), grow(item_est, cap), grow(item_score, cap), grow(item_cell, cap),
-            grow(item_hash, cap), grow(item_slot, cap))
-
-
-@njit(cache=True)
 def reachable(goal, n_items, edge_head, edge_tails):
     """The items under ``goal``: one sweep over the edges, last first. The chart makes a cell's
     edges after every edge of the cells its children are in (cells in ``cell_order``, children
@@ -317,9 +314,3 @@ def reachable(goal, n_items, edge_head, edge_tails):
                 if edge_tails[e, k] >= 0:
                     reach[edge_tails[e, k]] = True
     return reach
-
-
-@njit(cache=True)
-def _grow_pool(cap, p_key, p_score, p_slot, heap, p_rule, p_children, p_delta, p_row, p_est):
-    return (grow_rows(p_key, cap), grow(p_score, cap), grow(p_slot, cap), grow(heap, cap), grow(p_rule, cap),
-            grow_rows(p_children, cap), grow(p_delta, cap), grow_rows(p_row, cap), grow(p_est, cap))
