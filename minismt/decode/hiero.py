@@ -322,16 +322,9 @@ class HieroDecoder:
         nodes (by span width, then start: children first, the goal last), and their edges (each
         node's in the order they were popped: the best first) with features and target templates;
         and the item of each node."""
-        reach = _hiero_search.reachable(goal, n_items, edge_head, edge_tails)
-        nodes = np.flatnonzero(reach)
-        nodes = nodes[np.lexsort((nodes, spans[nodes, 0], spans[nodes, 1] - spans[nodes, 0]))]
-        new_id = np.full(n_items, -1, dtype=np.int64)
-        new_id[nodes] = np.arange(nodes.shape[0])
-        edges = np.flatnonzero(reach[edge_head])
-        edges = edges[np.argsort(new_id[edge_head[edges]], kind="stable")]
-        n_nodes = int(reach.sum())
-        in_offsets = np.zeros(n_nodes + 1, dtype=np.int64)
-        np.cumsum(np.bincount(new_id[edge_head[edges]], minlength=n_nodes), out=in_offsets[1:])
+        nodes, new_id, edges, in_offsets = _hiero_search.forest_order(goal, n_items, edge_head, edge_tails,
+                                                                      spans[:, 0], spans[:, 1])
+        n_nodes = nodes.shape[0]
         tails = edge_tails[edges]
         present = tails >= 0
         tail_offsets = np.zeros(edges.shape[0] + 1, dtype=np.int64)
@@ -340,7 +333,12 @@ class HieroDecoder:
         table = self.grammar.table
         n_grammar, local_global, special_kind = apps.n_grammar, apps.local_global, apps.special_kind
         local = edge_rule[edges]
-        used, edge_used = np.unique(local, return_inverse=True)
+        is_used = np.zeros(apps.rules.shape[0], dtype=np.bool_)
+        is_used[local] = True
+        used = np.flatnonzero(is_used)
+        position = np.zeros(apps.rules.shape[0], dtype=np.int64)
+        position[used] = np.arange(used.shape[0])
+        edge_used = position[local]
         n_used_grammar = int(np.searchsorted(used, n_grammar))
         grammar_rules = local_global[used[:n_used_grammar]]
         features = np.zeros((used.shape[0], len(FEATURE_NAMES)))
