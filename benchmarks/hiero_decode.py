@@ -9,7 +9,8 @@ lowercased text), source words per second over the decoding time (ours: the sum 
 per-sentence times, model loading excluded; Moses: its ``Translation took`` lines, as the anchor
 measured), their ratio, how many 1-best translations are the same, the forests' sizes (edges per
 sentence), hypergraph MERT's line search over the first 100 forests (seconds per direction), and
-our speed and forest sizes at pop limit 1000 on the first 100 sentences, and the peak memory of
+our speed and forest sizes at pop limit 1000 on the first 100 sentences (with Moses' speed on them at
+pop limit 1000 in the same run), and the peak memory of
 ``minismt decode`` and of Moses decoding the whole set (each its own process).  The anchor's
 numbers: BLEU 39.11 at 301 words/s (pop limit 200), 0.87 GB; the goal is 3x Moses' speed and at
 most its memory.
@@ -135,6 +136,18 @@ def run(quick: bool = False) -> dict:
         few_words = sum(len(s.split()) for s in few)
         result["pop_1000"] = {"sentences": len(few), "words_per_second": round(few_words / seconds_1000, 1),
                               "forest_edges_per_sentence": _spread(edges_1000)}
+        if MOSES.is_file():         # Moses at pop limit 1000 on the same sentences, in the same run
+            (data / "few.src").write_text("".join(s + "\n" for s in few), encoding="utf-8")
+            done = subprocess.run([str(MOSES), "-f", str(model / "grammars" / "input" / "moses.ini"), "-threads", "1",
+                                   "-cube-pruning-pop-limit", "1000", "-i", str(data / "few.src")],
+                                  capture_output=True, text=True)
+            moses_seconds = sum(float(x) for x in re.findall(
+                r"Line \d+: Translation took ([0-9.]+) seconds total", done.stderr))
+            if done.returncode == 0 and moses_seconds:
+                result["pop_1000"]["moses_words_per_second"] = round(few_words / moses_seconds, 1)
+                result["pop_1000"]["speed_ratio_vs_moses"] = round(moses_seconds / seconds_1000, 2)
+            else:
+                result["pop_1000"]["moses_error"] = done.stderr[-500:]
         # minismt decode as a user runs it: its peak memory
         cli = "import sys; from minismt.cli import main; sys.exit(main(sys.argv[1:]))"
         ours_mb, done = _peak_mb([sys.executable, "-c", cli, "decode", "--model", str(model), "--input",
