@@ -304,3 +304,63 @@ def test_node_labels_and_spans(lm):
             head = spans[graph.edge_head[e]]
             for tail in graph.edge_tails(e):
                 assert head[0] <= spans[tail][0] and spans[tail][1] <= head[1]
+
+
+def _random_chart(data):
+    """A chart as the search makes one: cells filled in order, each with a span; a cell's edges made
+    after every edge of earlier cells, their tails items of earlier cells; an item made by its first edge."""
+    from hypothesis import strategies as st
+    n_cells = data.draw(st.integers(1, 7))
+    item_start, item_end, item_cell, edge_head, edge_tails = [], [], [], [], []
+    for cell in range(n_cells):
+        start = data.draw(st.integers(0, 4))
+        end = start + data.draw(st.integers(0 if cell == 0 else 1, 4))
+        earlier = len(item_start)
+        n_new = 0
+        for _ in range(data.draw(st.integers(1, 5))):
+            head = data.draw(st.integers(earlier, earlier + n_new))
+            if head == earlier + n_new:          # a new item of the cell
+                item_start.append(start)
+                item_end.append(end)
+                item_cell.append(cell)
+                n_new += 1
+            tails = [data.draw(st.integers(-1, earlier - 1)) if earlier else -1 for _ in range(2)]
+            edge_head.append(head)
+            edge_tails.append(tails)
+    goal = data.draw(st.sampled_from([i for i, c in enumerate(item_cell) if c == n_cells - 1]))
+    return (goal, len(item_start), np.array(edge_head, dtype=np.int64),
+            np.array(edge_tails, dtype=np.int64).reshape(-1, 2), np.array(item_start, dtype=np.int64),
+            np.array(item_end, dtype=np.int64))
+
+
+def test_forest_order_equals_sorting_the_reachable_items():
+    """forest_order (one sweep, counting sorts) against the obvious: the items reachable from the goal by
+    a search over the edges, sorted by span width, start and id; their edges sorted by head, stably."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+    from minismt.decode._hiero_search import forest_order
+
+    @settings(max_examples=300, deadline=None)
+    @given(st.data())
+    def check(data):
+        goal, n_items, edge_head, edge_tails, start, end = _random_chart(data)
+        reach, todo = {goal}, [goal]
+        while todo:
+            item = todo.pop()
+            for e in np.flatnonzero(edge_head == item).tolist():
+                for tail in edge_tails[e].tolist():
+                    if tail >= 0 and tail not in reach:
+                        reach.add(tail)
+                        todo.append(tail)
+        expected_nodes = sorted(reach, key=lambda i: (end[i] - start[i], start[i], i))
+        node_of = {item: k for k, item in enumerate(expected_nodes)}
+        expected_edges = sorted((e for e in range(edge_head.shape[0]) if edge_head[e] in reach),
+                                key=lambda e: (node_of[int(edge_head[e])], e))
+        nodes, new_id, edges, in_offsets = forest_order(goal, n_items, edge_head, edge_tails, start, end)
+        assert nodes.tolist() == expected_nodes
+        assert new_id.tolist() == [node_of.get(i, -1) for i in range(n_items)]
+        assert edges.tolist() == expected_edges
+        assert np.diff(in_offsets).tolist() == [sum(1 for e in expected_edges if edge_head[e] == item)
+                                                for item in expected_nodes]
+
+    check()
