@@ -48,6 +48,16 @@ def njit_borrowing(function):
 
 
 @njit(cache=True)
+def power_of_two(n):
+    """The least power of two >= ``n`` and >= 16: the size of an open-addressing table (probed with a
+    mask) and of storage that doubles."""
+    size = 16
+    while size < n:
+        size *= 2
+    return size
+
+
+@njit(cache=True)
 def grow(a, need):
     """``a`` itself if it holds ``need`` items, else a copy with at least twice the room."""
     if need <= a.shape[0]:

@@ -44,7 +44,7 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
-from minismt._primitives import GOLDEN, grow_rows, mix_in, njit_borrowing
+from minismt._primitives import GOLDEN, grow_rows, mix_in, njit_borrowing, power_of_two
 from minismt.lm._kernels import begin_state, score_word
 
 
@@ -151,9 +151,7 @@ def room(states, extra):
     need = states.count[0] + extra + 1
     if need <= states.words.shape[0]:
         return states
-    rows = states.words.shape[0]
-    while rows < need:
-        rows *= 2                   # a power of two, and so the index's size
+    rows = power_of_two(need)       # and so the index's size
     words = grow_rows(states.words, rows)
     words[states.count[0]:] = -1
     index = np.full(4 * rows, -1, dtype=np.int64)

@@ -66,7 +66,7 @@ def _matches(template, lo, hi, reference, at):
 
 
 @njit(cache=True)
-def force(n_cells, cell_order, app_cell, app_child, app_rules_lo, app_rules_hi, rules, rule_tgt,
+def force(n_cells, cell_order, app_cell, app_child, app_rules_lo, app_rules_hi, rule_tgt,
           rule_tgt_off, rule_static, reference, values, weights_lm):
     """Every derivation of the reference ``reference`` (target ids of ``<s> words </s>``) from the
     applications (as :func:`minismt.decode._hiero_search.search`, ``rule_tgt`` in target ids with
@@ -105,8 +105,7 @@ def force(n_cells, cell_order, app_cell, app_child, app_rules_lo, app_rules_hi, 
             c0, c1 = app_child[a, 0], app_child[a, 1]
             if (c0 >= 0 and cell_hi[c0] == cell_lo[c0]) or (c1 >= 0 and cell_hi[c1] == cell_lo[c1]):
                 continue
-            for position in range(app_rules_lo[a], app_rules_hi[a]):
-                rule = rules[position]
+            for rule in range(app_rules_lo[a], app_rules_hi[a]):
                 lo, hi = rule_tgt_off[rule], rule_tgt_off[rule + 1]
                 n_found = 0
                 # the template's segments: words, child, words, child, words

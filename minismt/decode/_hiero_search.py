@@ -26,20 +26,20 @@ import math
 import numpy as np
 from numba import njit
 
-from minismt._primitives import GOLDEN, grow, grow_rows, heap_pop, heap_push, mix_in, njit_borrowing
+from minismt._primitives import GOLDEN, grow, grow_rows, heap_pop, heap_push, mix_in, njit_borrowing, power_of_two
 from minismt.decode._chart_lm import STATE, apply_rule, new_states, room, row_hash, row_width, same_row
 
 LN10 = math.log(10.0)
 
 
 @njit(cache=True)
-def search(t, weights_lm, n_cells, cell_order, app_cell, app_child, app_rules_lo, app_rules_hi,
-           rules, rule_tgt, rule_tgt_off, rule_static, pop_limit):
+def search(t, weights_lm, n_cells, cell_order, app_cell, app_child, app_rules_lo, app_rules_hi, rule_tgt,
+           rule_tgt_off, rule_static, pop_limit):
     """Fill the cells ``cell_order`` (ids < ``n_cells``) from the applications (sorted by the
     position of their cell in ``cell_order``).  Application ``a`` builds cell ``app_cell[a]`` from
-    the items of ``app_child[a]`` (two cell ids, -1 absent) with the rules
-    ``rules[app_rules_lo[a]:app_rules_hi[a]]`` (best first).  Rule r has the target side
-    ``rule_tgt[rule_tgt_off[r]:rule_tgt_off[r+1]]`` (LM ids, ``-1 - k`` for child k) and the score
+    the items of ``app_child[a]`` (two cell ids, -1 absent) with the rules ``app_rules_lo[a]`` to
+    ``app_rules_hi[a] - 1`` (a block of the sentence's rules, best first; the applications of one
+    source side share it).  Rule r has the target side ``rule_tgt[rule_tgt_off[r]:rule_tgt_off[r+1]]`` (LM ids, ``-1 - k`` for child k) and the score
     ``rule_static[r]`` of its non-LM features; ``weights_lm`` weighs the LM feature (ln 10 x log10).
 
     Returns ``n_items, item_score, item_cell, n_edges, edge_head, edge_rule, edge_tails``
@@ -91,22 +91,20 @@ def search(t, weights_lm, n_cells, cell_order, app_cell, app_child, app_rules_lo
         states = room(states, most * (max_target + 2 * n_ctx))
         if most > p_key.shape[0]:
             p_key, p_score, p_slot, heap, p_rule, p_children, p_delta, p_row, p_est = _new_pool(
-                _power_of_two(most), width)
+                power_of_two(most), width)
         if 2 * most > seen.shape[0]:
-            seen = np.full(_power_of_two(2 * most), -1, dtype=np.int64)
+            seen = np.full(power_of_two(2 * most), -1, dtype=np.int64)
         if 2 * pops > cell_states.shape[0]:
-            cell_states = np.full(_power_of_two(2 * pops), -1, dtype=np.int64)
-        if n_items + pops > item_est.shape[0]:
-            need = _power_of_two(n_items + pops)
-            item_row, item_est, item_score = grow_rows(item_row, need), grow(item_est, need), grow(item_score, need)
-            item_cell, item_slot = grow(item_cell, need), grow(item_slot, need)
-        if n_edges + pops > edge_head.shape[0]:
-            edge_head, edge_rule, edge_tails, edge_lm = grow_edges(_power_of_two(n_edges + pops), edge_head,
-                                                                   edge_rule, edge_tails, edge_lm)
+            cell_states = np.full(power_of_two(2 * pops), -1, dtype=np.int64)
+        need = n_items + pops
+        item_row, item_est, item_score = grow_rows(item_row, need), grow(item_est, need), grow(item_score, need)
+        item_cell, item_slot = grow(item_cell, need), grow(item_slot, need)
+        edge_head, edge_rule, edge_tails, edge_lm = grow_edges(n_edges + pops, edge_head, edge_rule, edge_tails,
+                                                               edge_lm)
         first_item = n_items
         n_items, n_edges = _fill_cell(
             t, states, weights_lm * LN10, pop_limit, cell, first_app, next_app, app_child, app_rules_lo,
-            app_rules_hi, rules, rule_tgt, rule_tgt_off, rule_static, cell_off, cell_len, cell_items, item_row,
+            app_rules_hi, rule_tgt, rule_tgt_off, rule_static, cell_off, cell_len, cell_items, item_row,
             item_est, item_score, item_cell, item_slot, n_items, edge_head, edge_rule, edge_tails, edge_lm,
             n_edges, p_key, p_score, p_slot, heap, p_rule, p_children, p_delta, p_row, p_est, seen, cell_states)
         # the cell's items, best first
@@ -125,7 +123,7 @@ def search(t, weights_lm, n_cells, cell_order, app_cell, app_child, app_rules_lo
 
 @njit_borrowing
 def _fill_cell(t, states, w_lm, pop_limit, cell, first_app, next_app, app_child, app_rules_lo, app_rules_hi,
-               rules, rule_tgt, rule_tgt_off, rule_static, cell_off, cell_len, cell_items, item_row, item_est,
+               rule_tgt, rule_tgt_off, rule_static, cell_off, cell_len, cell_items, item_row, item_est,
                item_score, item_cell, item_slot, n_items, edge_head, edge_rule, edge_tails, edge_lm, n_edges,
                p_key, p_score, p_slot, heap, p_rule, p_children, p_delta, p_row, p_est, seen, cell_states):
     """Cube pruning in one cell (the applications ``first_app:next_app``), in arrays :func:`search`
@@ -204,7 +202,7 @@ def _fill_cell(t, states, w_lm, pop_limit, cell, first_app, next_app, app_child,
             slot, found = _find_candidate(seen, p_key, ca, nr, n1, n2)
             if found:
                 continue
-            rule = rules[app_rules_lo[ca] + nr]
+            rule = app_rules_lo[ca] + nr
             c0, c1 = app_child[ca, 0], app_child[ca, 1]
             child0 = cell_items[cell_off[c0] + n1] if c0 >= 0 else -1
             child1 = cell_items[cell_off[c1] + n2] if c1 >= 0 else -1
@@ -235,15 +233,6 @@ def _fill_cell(t, states, w_lm, pop_limit, cell, first_app, next_app, app_child,
     for item in range(first_item, n_items):
         cell_states[item_slot[item]] = -1
     return n_items, n_edges
-
-
-@njit(cache=True, inline="always")
-def _power_of_two(n):
-    """The least power of two >= ``n`` (and >= 16)."""
-    size = 16
-    while size < n:
-        size *= 2
-    return size
 
 
 @njit(cache=True)

@@ -46,7 +46,7 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
-from minismt._primitives import grow, grow_rows, mix_in
+from minismt._primitives import grow, grow_rows, mix_in, power_of_two
 from minismt.lm._kernels import begin_state, score_word
 
 # hypothesis integer columns
@@ -394,10 +394,7 @@ def _lm_room(states, need):
         states = LMStates(grow_rows(states.words, need), grow_rows(states.backs, need), grow(states.length, need),
                           grow(states.hashes, need), states.table, states.next_words, states.next_backs)
     if 2 * need > states.table.shape[0]:
-        size = 2 * states.table.shape[0]
-        while 2 * need > size:
-            size *= 2
-        table = np.full(size, -1, np.int32)
+        table = np.full(power_of_two(2 * need), -1, np.int32)
         for j in range(states.table.shape[0]):
             sid = states.table[j]
             if sid >= 0:
@@ -701,9 +698,7 @@ def _grow_arcs(arcs, need):
 @njit(cache=True)
 def _new_stacks(n, stack_size):
     """Empty stacks 0..n with room for 2 x ``stack_size`` hypotheses (up to 1024; they grow)."""
-    cap = 16
-    while cap < 2 * stack_size and cap < 1024:
-        cap *= 2
+    cap = min(power_of_two(2 * stack_size), 1024)
     return Stacks(np.empty((n + 1, cap), np.int32), np.zeros(n + 1, np.int64), np.full((n + 1, 4 * cap), -1, np.int32),
                   np.full(n + 1, -np.inf), np.full(n + 1, -np.inf))
 
@@ -728,9 +723,7 @@ def _stack_room(stacks, k, room, h_cov):
         need = max(need, stacks.count[kk] + room)
     if need <= cap:
         return stacks
-    new_cap = 2 * cap
-    while new_cap < need:
-        new_cap *= 2
+    new_cap = power_of_two(need)
     mem = np.empty((rows, new_cap), np.int32)
     mem[:, :cap] = stacks.mem
     grown = Stacks(mem, stacks.count, np.full((rows, 4 * new_cap), -1, np.int32), stacks.best, stacks.worst)

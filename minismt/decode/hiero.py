@@ -95,8 +95,7 @@ class _Applications:
     app_cell: np.ndarray
     app_child: np.ndarray
     app_lo: np.ndarray
-    app_hi: np.ndarray
-    rules: np.ndarray
+    app_hi: np.ndarray          # application a applies the local rules app_lo[a] .. app_hi[a] - 1
     lm_tgt: np.ndarray          # target sides in LM ids (-1 - k: child k)
     match_tgt: np.ndarray       # the same in target ids, <s> and </s> as BOS_SYMBOL and EOS_SYMBOL
     tgt_off: np.ndarray
@@ -107,8 +106,7 @@ class _Applications:
     special_kind: list
 
     def search_arrays(self) -> tuple:
-        return (self.n_cells, self.cell_order, self.app_cell, self.app_child, self.app_lo, self.app_hi,
-                self.rules)
+        return self.n_cells, self.cell_order, self.app_cell, self.app_child, self.app_lo, self.app_hi
 
 
 class HieroDecoder:
@@ -271,9 +269,9 @@ class HieroDecoder:
         w = self.weights
         special_static = [sum(w[k] * v for k, v in features.items()) for _, _, features, _ in specials]
         n_oov = uncovered.shape[0]
-        oov_at = n_grammar + np.arange(n_oov)     # a special rule's position in ``rules`` is its local id
+        oov_at = n_grammar + np.arange(n_oov)     # the special rules' local ids
         bos_at, glue_at, eos_at = n_grammar + n_oov, n_grammar + n_oov + 1, n_grammar + n_oov + 2
-        # applications: cell, two children cells (-1: none), the rules[lo:hi] they apply. An X cell
+        # applications: cell, two children cells (-1: none), the local rules lo..hi-1 they apply. An X cell
         # i * (n + 1) + j holds the items over words [i, j), an S cell s_base + 1 + k the items over <s> w_1..w_k
         X = n + 1
         s_base = X * X
@@ -301,7 +299,7 @@ class HieroDecoder:
         return _Applications(
             n_words=n, n_cells=s_base + n + 3, cell_order=cell_order, app_cell=app_cell[by_cell].astype(np.int64),
             app_child=app_child[by_cell].astype(np.int64), app_lo=app_lo[by_cell].astype(np.int64),
-            app_hi=app_hi[by_cell].astype(np.int64), rules=np.arange(n_grammar + len(specials), dtype=np.int64),
+            app_hi=app_hi[by_cell].astype(np.int64),
             lm_tgt=np.concatenate([lm_tgt, np.array([x for lm, _, _, _ in specials for x in lm], dtype=np.int64)]),
             match_tgt=np.concatenate([tgt, np.array([x for _, m, _, _ in specials for x in m], dtype=np.int64)]),
             tgt_off=np.concatenate([tgt_off, tgt_off[-1] + np.cumsum(special_len)]).astype(np.int64),
@@ -333,10 +331,10 @@ class HieroDecoder:
         table = self.grammar.table
         n_grammar, local_global, special_kind = apps.n_grammar, apps.local_global, apps.special_kind
         local = edge_rule[edges]
-        is_used = np.zeros(apps.rules.shape[0], dtype=np.bool_)
+        is_used = np.zeros(apps.static.shape[0], dtype=np.bool_)
         is_used[local] = True
         used = np.flatnonzero(is_used)
-        position = np.zeros(apps.rules.shape[0], dtype=np.int64)
+        position = np.zeros(apps.static.shape[0], dtype=np.int64)
         position[used] = np.arange(used.shape[0])
         edge_used = position[local]
         n_used_grammar = int(np.searchsorted(used, n_grammar))

@@ -73,6 +73,7 @@ import struct
 
 import numpy as np
 
+from minismt._primitives import power_of_two
 from minismt.corpus import Vocabulary
 from minismt.errors import InputError
 from minismt.features import FeatureSpace
@@ -162,7 +163,7 @@ def _parse(buf: np.ndarray, start: int, n_nodes: int, n_edges: int, source) -> d
     """Run the parse kernel on preallocated arrays (bounded by the file size); its arrays, cut to size."""
     left = buf.shape[0] - start
     max_strings = left // 8 + 1
-    capacity = 1 << int(2 * max_strings + 2).bit_length()
+    capacity = int(power_of_two(2 * max_strings + 2))
     max_rules = left // _MIN_RULE + 1
     arrays = dict(
         node_hash=np.zeros(n_nodes, np.uint64), node_cat=np.zeros(n_nodes, np.int32),

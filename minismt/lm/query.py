@@ -43,6 +43,7 @@ from typing import Iterator, Sequence
 
 import numpy as np
 
+from minismt._primitives import power_of_two
 from minismt.corpus import Vocabulary
 from minismt.errors import InputError
 from minismt.lm import _kernels as kernels
@@ -67,7 +68,7 @@ class State:
 
 def _capacity(entries: int) -> int:
     """A power of two at least twice ``entries`` (load factor at most 1/2)."""
-    return 1 << max(4, int(2 * max(entries, 1) - 1).bit_length())
+    return int(power_of_two(2 * entries))
 
 
 def _reversed_rows(rows: np.ndarray, width: int) -> np.ndarray:
