@@ -18,7 +18,8 @@ Updates, with the learning rate ``eta_k = eta0 / (1 + lambda eta0 k)``:
 - O-ORO: the L2 shrink ``w' = (1 - lambda eta_k) w``, then the batch's
   passive-aggressive problem ``min_w 1/2 ||w - w'||^2 + eta_k sum xi``
   solved exactly through its dual (bounded coordinate ascent on
-  ``tau in [0, eta_k]``, :mod:`tuners._oro_kernels`), then the projection.
+  ``tau in [0, eta_k]`` with exact steps on the free coordinates,
+  :mod:`tuners._oro_kernels`), then the projection.
   The hinge constraints are the paper's, ``w . Phi >= 1 - xi``; for the
   softmax loss each sentence's loss is linearised at ``w'`` (its constraint
   is ``loss(w') + grad(w') . (w - w') <= xi``), the usual passive-aggressive
