@@ -77,11 +77,10 @@ def force(n_cells, cell_order, app_cell, app_child, app_rules_lo, app_rules_hi, 
     derivation's)."""
     m = reference.shape[0]
     w_lm = weights_lm * LN10
-    cap = 256
-    item_score = np.zeros(cap)
-    item_cell = np.zeros(cap, dtype=np.int64)
-    item_start = np.zeros(cap, dtype=np.int64)
-    item_end = np.zeros(cap, dtype=np.int64)
+    item_score = np.zeros(256)
+    item_cell = np.zeros(256, dtype=np.int64)
+    item_start = np.zeros(256, dtype=np.int64)
+    item_end = np.zeros(256, dtype=np.int64)
     n_items = 0
     edge_head, edge_rule, edge_tails, edge_lm = new_edges(256)
     n_edges = 0
@@ -157,12 +156,9 @@ def force(n_cells, cell_order, app_cell, app_child, app_rules_lo, app_rules_hi, 
                     if key in item_of:
                         head = item_of[key]
                     else:
-                        if n_items >= cap:
-                            cap *= 2
-                            item_score = grow(item_score, cap)
-                            item_cell = grow(item_cell, cap)
-                            item_start = grow(item_start, cap)
-                            item_end = grow(item_end, cap)
+                        if n_items == item_score.shape[0]:
+                            item_score, item_cell = grow(item_score, n_items + 1), grow(item_cell, n_items + 1)
+                            item_start, item_end = grow(item_start, n_items + 1), grow(item_end, n_items + 1)
                         head = n_items
                         item_of[key] = head
                         item_score[head] = -np.inf
@@ -179,8 +175,8 @@ def force(n_cells, cell_order, app_cell, app_child, app_rules_lo, app_rules_hi, 
                     score += w_lm * delta
                     if score > item_score[head]:
                         item_score[head] = score
-                    if n_edges >= edge_head.shape[0]:
-                        edge_head, edge_rule, edge_tails, edge_lm = grow_edges(2 * n_edges, edge_head, edge_rule,
+                    if n_edges == edge_head.shape[0]:
+                        edge_head, edge_rule, edge_tails, edge_lm = grow_edges(n_edges + 1, edge_head, edge_rule,
                                                                                edge_tails, edge_lm)
                     edge_head[n_edges] = head
                     edge_rule[n_edges] = rule
