@@ -3,9 +3,9 @@
 Kernels that build arrays of unknown size (hypotheses, arcs, derivations,
 envelope lines) grow them geometrically with :func:`grow` / :func:`grow_rows`;
 semiring code adds probabilities in log space with :func:`logaddexp`; best-first searches keep
-index heaps (:func:`heap_push` / :func:`heap_pop`); hash
-tables (n-gram tables, recombination states, spans, derivation sets) mix
-integers with the splitmix64 finaliser :func:`mix64` (Steele, Lea & Flood
+index heaps (:func:`heap_push` / :func:`heap_pop`); hash tables (n-gram tables,
+recombination states, spans, derivation sets, and keys to positions: :func:`hash_index` /
+:func:`hash_find`) mix integers with the splitmix64 finaliser :func:`mix64` (Steele, Lea & Flood
 2014, "Fast splittable pseudorandom number generators") and :func:`mix_in`,
 and hash word sequences polynomially with :data:`POLY_BASE`; the readers that intern the words
 and names of a file's bytes hash them with FNV-1a (:func:`fnv1a`).
@@ -55,6 +55,40 @@ def power_of_two(n):
     while size < n:
         size *= 2
     return size
+
+
+@njit(cache=True)
+def hash_index(keys):
+    """An open-addressing table of the distinct uint64 ``keys`` and their positions, for
+    :func:`hash_find`: rows ``(key, position + 1)`` (0: an empty slot), a power of two at least
+    twice their number, so that a lookup reads one row in the common case."""
+    table = np.zeros((power_of_two(2 * keys.shape[0]), 2), dtype=np.uint64)
+    mask = table.shape[0] - 1
+    for i in range(keys.shape[0]):
+        slot = np.int64(mix64(keys[i]) & np.uint64(mask))
+        while table[slot, 1] != 0:
+            slot = (slot + 1) & mask
+        table[slot, 0] = keys[i]
+        table[slot, 1] = np.uint64(i + 1)
+    return table
+
+
+@njit(cache=True)
+def hash_find(table, queries):
+    """The position of each of ``queries`` among the keys of ``table`` (:func:`hash_index`), -1 if
+    it is not one."""
+    out = np.empty(queries.shape[0], dtype=np.int64)
+    mask = table.shape[0] - 1
+    for q in range(queries.shape[0]):
+        key = queries[q]
+        slot = np.int64(mix64(key) & np.uint64(mask))
+        out[q] = -1
+        while table[slot, 1] != 0:
+            if table[slot, 0] == key:
+                out[q] = np.int64(table[slot, 1]) - 1
+                break
+            slot = (slot + 1) & mask
+    return out
 
 
 @njit(cache=True)

@@ -347,3 +347,58 @@ def forest_order(goal, n_items, edge_head, edge_tails, item_start, item_end):
             fill[v] += 1
     return nodes, new_id, edges, in_offsets
 
+
+
+@njit(cache=True)
+def forest_edges(edges, edge_tails, new_id, edge_rule, rule_features, lm_column, edge_lm, sparse_off, sparse_ids,
+                 sparse_values, templates, template_off):
+    """The edge arrays of a forest, edge ``k`` being the search's edge ``edges[k]``: ``(tail_offsets, tails,
+    feat_offsets, feat_ids, feat_values, tmpl_offsets, tmpl)`` (a :class:`~minismt.hypergraph.Hypergraph`'s).
+
+    ``edge_rule[k]`` is the edge's rule, a row of ``rule_features`` (its dense features, 0 in
+    ``lm_column``), a range of ``sparse_off`` (its sparse features, ids and values) and of
+    ``template_off`` (its target template).  An edge's tails are the node ids ``new_id`` of its items;
+    its features are its rule's non-zero dense ones, the column ``lm_column`` being the edge's LM value
+    ``edge_lm[edges[k]]``, in column order, then its rule's sparse ones."""
+    n = edges.shape[0]
+    dense = rule_features.shape[1]
+    tail_offsets = np.zeros(n + 1, dtype=np.int64)
+    feat_offsets = np.zeros(n + 1, dtype=np.int64)
+    tmpl_offsets = np.zeros(n + 1, dtype=np.int64)
+    for k in range(n):
+        e, r = edges[k], edge_rule[k]
+        arity = (edge_tails[e, 0] >= 0) + (edge_tails[e, 1] >= 0)
+        nonzero = 0
+        for c in range(dense):
+            value = edge_lm[e] if c == lm_column else rule_features[r, c]
+            nonzero += value != 0.0
+        tail_offsets[k + 1] = tail_offsets[k] + arity
+        feat_offsets[k + 1] = feat_offsets[k] + nonzero + sparse_off[r + 1] - sparse_off[r]
+        tmpl_offsets[k + 1] = tmpl_offsets[k] + template_off[r + 1] - template_off[r]
+    tails = np.empty(tail_offsets[n], dtype=np.int32)
+    feat_ids = np.empty(feat_offsets[n], dtype=np.int32)
+    feat_values = np.empty(feat_offsets[n], dtype=np.float64)
+    tmpl = np.empty(tmpl_offsets[n], dtype=np.int32)
+    for k in range(n):
+        e, r = edges[k], edge_rule[k]
+        q = tail_offsets[k]
+        for side in range(2):
+            if edge_tails[e, side] >= 0:
+                tails[q] = new_id[edge_tails[e, side]]
+                q += 1
+        q = feat_offsets[k]
+        for c in range(dense):
+            value = edge_lm[e] if c == lm_column else rule_features[r, c]
+            if value != 0.0:
+                feat_ids[q] = c
+                feat_values[q] = value
+                q += 1
+        for s in range(sparse_off[r], sparse_off[r + 1]):
+            feat_ids[q] = sparse_ids[s]
+            feat_values[q] = sparse_values[s]
+            q += 1
+        q = tmpl_offsets[k]
+        for s in range(template_off[r], template_off[r + 1]):
+            tmpl[q] = templates[s]
+            q += 1
+    return tail_offsets, tails, feat_offsets, feat_ids, feat_values, tmpl_offsets, tmpl

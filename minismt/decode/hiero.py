@@ -34,6 +34,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from minismt._primitives import hash_find, hash_index
 from minismt.corpus import Vocabulary
 from minismt.decode import _hiero_force, _hiero_search
 from minismt.decode.settings import HIERO_SPARSE_FEATURES, parse_sparse_features, sentence_tokens
@@ -176,8 +177,7 @@ class HieroDecoder:
         first = grammar.source_offsets[:-1]
         hashes = side_hashes(*take_ranges(table.src_syms, table.src_off, first)) if grammar.n_sources \
             else np.zeros(0, dtype=np.uint64)
-        self._source_order = np.argsort(hashes)
-        self._source_hash = hashes[self._source_order]
+        self._source_index = hash_index(hashes)
 
     # ---- one sentence --------------------------------------------------------------------------
     def decode(self, words: Sequence[str] | str) -> HieroResult:
@@ -238,11 +238,9 @@ class HieroDecoder:
         matches, spans, count = _grammar_kernels.sentence_matches(
             ids, MAX_SOURCE_SYMBOLS, MAX_NONTERMINALS, False, self.max_span,
             np.empty(64, dtype=np.uint64), np.empty((64, 6), dtype=np.int32), True)
-        matches, spans = matches[:count], spans[:count].astype(np.int64)
-        pos = np.minimum(np.searchsorted(self._source_hash, matches), max(self._source_hash.shape[0] - 1, 0))
-        found = self._source_hash[pos] == matches if self._source_hash.shape[0] else np.zeros(count, bool)
-        sources = self._source_order[pos[found]]
-        spans = spans[found]
+        sources = hash_find(self._source_index, matches[:count])
+        found = sources >= 0
+        sources, spans = sources[found], spans[:count][found].astype(np.int64)
         # local rules: the blocks of the matched sources, then the special rules
         distinct, block_of = np.unique(sources, return_inverse=True)
         lo = self._source_rule_off[distinct]
@@ -260,7 +258,9 @@ class HieroDecoder:
         # the special rules: unknown-word copies of the positions no one-word rule covers, then
         # <s>, glue and </s>; each (LM target, match target, {feature: value}, kind)
         one_word = (spans[:, 1] - spans[:, 0] == 1) & (spans[:, 2] < 0)
-        uncovered = np.setdiff1d(np.arange(n), spans[one_word, 0])
+        covered = np.zeros(n, dtype=np.bool_)
+        covered[spans[one_word, 0]] = True
+        uncovered = np.flatnonzero(~covered)
         specials = [([int(self.lm.encode([words[p]])[0])], [self.vocab.add(words[p])],
                      {UWP: UNKNOWN_PENALTY, WP: -1.0, PP: 1.0}, ("oov", words[p])) for p in uncovered.tolist()]
         specials += [([t.bos], [BOS_SYMBOL], {WP: -1.0, PP: 1.0}, ("bos",)),
@@ -322,11 +322,6 @@ class HieroDecoder:
         and the item of each node."""
         nodes, new_id, edges, in_offsets = _hiero_search.forest_order(goal, n_items, edge_head, edge_tails,
                                                                       spans[:, 0], spans[:, 1])
-        n_nodes = nodes.shape[0]
-        tails = edge_tails[edges]
-        present = tails >= 0
-        tail_offsets = np.zeros(edges.shape[0] + 1, dtype=np.int64)
-        np.cumsum(present.sum(axis=1), out=tail_offsets[1:])
         # the features and target templates of the rules the edges use: the grammar's, then the special rules
         table = self.grammar.table
         n_grammar, local_global, special_kind = apps.n_grammar, apps.local_global, apps.special_kind
@@ -336,7 +331,6 @@ class HieroDecoder:
         used = np.flatnonzero(is_used)
         position = np.zeros(apps.static.shape[0], dtype=np.int64)
         position[used] = np.arange(used.shape[0])
-        edge_used = position[local]
         n_used_grammar = int(np.searchsorted(used, n_grammar))
         grammar_rules = local_global[used[:n_used_grammar]]
         features = np.zeros((used.shape[0], len(FEATURE_NAMES)))
@@ -357,28 +351,19 @@ class HieroDecoder:
                                    [np.array(tp, dtype=np.int64) for tp in special_templates])
         template_off = np.concatenate([template_off, template_off[-1] + np.cumsum(
             [len(tp) for tp in special_templates], dtype=np.int64)]).astype(np.int64)
-        edge_features = features[edge_used]
-        edge_features[:, LM] = edge_lm[edges]
-        rows, columns = np.nonzero(edge_features)
-        values = edge_features[rows, columns]
+        # the sparse features of the grammar's rules (none for the special rules)
+        sparse_off = np.zeros(used.shape[0] + 1, dtype=np.int64)
+        sparse_ids, sparse_values = np.zeros(0, dtype=np.int64), np.zeros(0)
         if self._sparse is not None:
-            # the sparse features of each edge's rule (none for the special rules)
-            offsets, ids, sparse_values = self._sparse
-            grammar_edges = np.flatnonzero(local < n_grammar)
-            rules = local_global[local[grammar_edges]]
-            sparse_ids, sparse_off = take_ranges(ids, offsets, rules)
-            gathered, _ = take_ranges(sparse_values, offsets, rules)
-            rows = np.concatenate([rows, np.repeat(grammar_edges, np.diff(sparse_off))])
-            columns = np.concatenate([columns, sparse_ids])
-            values = np.concatenate([values, gathered])
-            order = np.argsort(rows, kind="stable")
-            rows, columns, values = rows[order], columns[order], values[order]
-        feat_offsets = np.zeros(edges.shape[0] + 1, dtype=np.int64)
-        np.cumsum(np.bincount(rows, minlength=edges.shape[0]), out=feat_offsets[1:])
-        tmpl, tmpl_offsets = take_ranges(templates, template_off, edge_used)
-        return (Hypergraph(self.space, self.vocab, n_nodes, in_offsets, tail_offsets,
-                           new_id[tails[present]], feat_offsets, columns, values, tmpl_offsets, tmpl),
-                nodes)
+            offsets, ids, all_values = self._sparse
+            sparse_ids, grammar_off = take_ranges(ids, offsets, grammar_rules)
+            sparse_values, _ = take_ranges(all_values, offsets, grammar_rules)
+            sparse_off[:n_used_grammar + 1] = grammar_off
+            sparse_off[n_used_grammar + 1:] = grammar_off[-1]
+        arrays = _hiero_search.forest_edges(edges, edge_tails, new_id, position[local], features, LM, edge_lm,
+                                            sparse_off, sparse_ids.astype(np.int64), sparse_values, templates,
+                                            template_off)
+        return Hypergraph(self.space, self.vocab, nodes.shape[0], in_offsets, *arrays), nodes
 
 
 # ---- a trained model folder -------------------------------------------------------------------------
