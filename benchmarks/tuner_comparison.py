@@ -161,12 +161,29 @@ def claims(result: dict) -> str:
     return "\n".join(lines)
 
 
+OUTLIER_BLEU = 3.0
+"""A curve whose highest mean is this far above every other curve's is drawn cut at the top (:func:`curves`)."""
+
+
+def y_scale(series: dict[str, list[float]]) -> tuple[float, float, bool]:
+    """``(bottom, top, clipped)`` of a BLEU-per-iteration panel (:func:`curves`): from 2 BLEU below the
+    lowest first mean to 0.5 above the highest mean, or, when one curve's highest mean is more than
+    :data:`OUTLIER_BLEU` above every other curve's (``clipped``), to 1 BLEU above the others."""
+    bottom = min(values[0] for values in series.values()) - 2.0
+    highest = sorted(max(values) for values in series.values())
+    clipped = len(highest) > 1 and highest[-1] - highest[-2] > OUTLIER_BLEU
+    return bottom, (highest[-2] + 1.0 if clipped else highest[-1] + 0.5), clipped
+
+
 def curves(result: dict, path: str) -> None:
     """Dev BLEU of the weights decoded at each iteration, mean over seeds, one line per tuner; when the
     runs decoded the test set at every iteration (the hypergraph study), test BLEU in a second panel.
 
     The scale starts 2 BLEU below the untuned weights; a mean below that is
-    drawn on the bottom edge and its value given in the legend.
+    drawn on the bottom edge and its value given in the legend.  A tuner that climbs more than
+    :data:`OUTLIER_BLEU` above every other (k-best MIRA learning a dev set by heart with sparse
+    features) would squeeze the others into a band: the scale ends 1 BLEU above the others, and
+    its means above that are drawn on the top edge, each with its value.
     """
     import matplotlib
     matplotlib.use("Agg")
@@ -184,14 +201,18 @@ def curves(result: dict, path: str) -> None:
             length = max(len(r["iterations"]) for r in runs)
             series[name] = [statistics.mean(r["iterations"][i][key] for r in runs if i < len(r["iterations"]))
                             for i in range(length)]
-        bottom = min(values[0] for values in series.values()) - 2.0
-        top = max(max(values) for values in series.values()) + 0.5
+        bottom, top, clipped = y_scale(series)
         for k, (name, means) in enumerate(series.items()):
             low = [f"{i + 1}: {m:.1f}" for i, m in enumerate(means) if m < bottom]
             label = name + (f" (iteration {', '.join(low)} off scale)" if low else "")
-            axes.plot(range(1, len(means) + 1), [max(m, bottom) for m in means], color=colours[k % len(colours)],
+            colour = colours[k % len(colours)]
+            axes.plot(range(1, len(means) + 1), [min(max(m, bottom), top) for m in means], color=colour,
                       linestyle=styles[k % len(styles)], marker=markers[k % len(markers)], label=label)
-        axes.set_ylim(bottom - 0.1, top)
+            for i, m in enumerate(means):
+                if m > top:
+                    axes.annotate(f"{m:.1f}", (i + 1, top), textcoords="offset points", xytext=(0, -13),
+                                  ha="center", fontsize=8, color=colour)
+        axes.set_ylim(bottom - 0.1, top + 0.1 if clipped else top)
         axes.set_xlabel("iteration (weights decoded; 1 = untuned)")
         axes.set_ylabel(f"{what} BLEU")
         system = " Hiero" if result.get("model") == "hiero" else ""

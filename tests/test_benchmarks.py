@@ -150,6 +150,29 @@ def test_claims_table_gives_each_papers_claim_a_verdict_from_the_seed_spread():
     assert set(by_pair) == {"apro vs pro", "o-oro vs oro", "o-oro vs pro", "listmle-te vs listmle"}
 
 
+def test_curves_scale_cuts_a_curve_far_above_the_others(tmp_path):
+    """The panels start 2 BLEU below the lowest first mean; a curve more than OUTLIER_BLEU above every other
+    (k-best MIRA learning the dev set with sparse features) is cut at 1 BLEU above the others, else the
+    scale ends 0.5 above the highest mean; both figures are drawn."""
+    sys.path.insert(0, str(RUN.parent))
+    import tuner_comparison
+
+    close = {"mert": [37.0, 40.7, 41.3], "hg-mert": [37.1, 40.8, 41.6]}
+    assert tuner_comparison.y_scale(close) == (35.0, 41.6 + 0.5, False)
+    bottom, top, clipped = tuner_comparison.y_scale({**close, "kbmira": [37.1, 44.1, 53.7]})
+    assert (bottom, clipped) == (35.0, True) and top == pytest.approx(42.6)
+    assert tuner_comparison.y_scale({**close, "kbmira": [37.1, 41.0, 44.5]})[2] is False   # 2.9 above: kept
+
+    def runs(label, means):
+        return [{"tuner": label, "seed": 0, "iterations": [{"dev_bleu": m, "test_bleu": m - 1} for m in means]}]
+
+    for name, series in (("close", close), ("cut", {**close, "kbmira": [37.1, 44.1, 53.7]})):
+        path = tmp_path / f"{name}.png"
+        tuner_comparison.curves({"corpus": "toy", "runs": [r for k, v in series.items() for r in runs(k, v)],
+                                 "summary": dict.fromkeys(series)}, str(path))
+        assert path.stat().st_size > 0
+
+
 def test_tuning_benchmark_resumes_from_its_partial_json(tmp_path):
     """Runs already in ``--partial-json`` (same tuner label and seed) are kept and not run again; the others
     are run and added to the file."""
