@@ -74,12 +74,14 @@ def _recompute(g, tau, u):
 def _free_step(g, a, eta, tau, u, free):
     """One exact step on the free coordinates ``free`` (all strictly inside the box).
 
-    With ``Q = G_F G_F^T = V diag(lambda) V^T`` and the gradient ``r = a_F - G_F u``,
-    two ascent directions: Newton's ``sum_{lambda_i > 0} (v_i . r / lambda_i) v_i``
-    and the null-space part of the gradient ``sum_{lambda_i = 0} (v_i . r) v_i``,
-    along which the dual rises linearly. Each is followed by an exact line search
-    cut at the box; the one that gains more is taken. Returns ``True`` when a
-    coordinate reached its bound (the free set shrank), ``False`` otherwise.
+    With the thin SVD ``G_F = U S V^T`` (so ``Q = G_F G_F^T`` has eigenvectors ``u_i``,
+    eigenvalues ``s_i^2``) and the gradient ``r = a_F - G_F u``, two ascent directions:
+    Newton's ``sum_{s_i > 0} (u_i . r / s_i^2) u_i`` and the part of the gradient in
+    ``Q``'s null space, along which the dual rises linearly. Each is tried as the exact
+    line-search step cut where the first coordinate meets its bound, and as the step
+    to the line optimum with every coordinate clipped to the box; the one that gains
+    most is taken. Returns ``True`` when a coordinate reached its bound (the free set
+    shrank), ``False`` otherwise.
     """
     k = free.shape[0]
     d = g.shape[1]
@@ -102,7 +104,9 @@ def _free_step(g, a, eta, tau, u, free):
     newton = basis @ (coefficients / singular[:rank] ** 2)
     null = r - basis @ coefficients
     best_gain = 0.0
+    best_new = np.empty(k)
     best_step = np.zeros(k)
+    new_tau = np.empty(k)
     step = np.empty(k)
     for which in range(2):
         direction = newton if which == 0 else null
@@ -118,8 +122,6 @@ def _free_step(g, a, eta, tau, u, free):
                 cut = min(cut, (eta - tau[free[i]]) / direction[i])
             elif direction[i] < 0.0:
                 cut = min(cut, -tau[free[i]] / direction[i])
-        # the exact step cut where the first coordinate meets its bound, and the
-        # projected step at the line optimum (every coordinate clipped to its bound)
         for alpha in (cut, unbounded if unbounded > cut else np.inf):
             if not np.isfinite(alpha):
                 continue
@@ -130,19 +132,20 @@ def _free_step(g, a, eta, tau, u, free):
                     new = 0.0
                 elif new >= (1.0 - BOUND_SNAP) * eta:
                     new = eta
+                new_tau[i] = new
                 step[i] = new - tau[free[i]]
             change = gf.T @ step
             gain = r @ step - 0.5 * (change @ change)
             if gain > best_gain:
                 best_gain = gain
+                best_new[:] = new_tau
                 best_step[:] = step
     if best_gain <= 0.0:
         return False
     bounded = False
     for i in range(k):
-        p = free[i]
-        tau[p] = tau[p] + best_step[i]
-        bounded |= tau[p] == 0.0 or tau[p] == eta
+        tau[free[i]] = best_new[i]     # exactly 0 or eta on a bound (tau + (eta - tau) need not be eta)
+        bounded |= best_new[i] == 0.0 or best_new[i] == eta
     u += gf.T @ best_step
     return bounded
 

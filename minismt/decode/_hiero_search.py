@@ -351,7 +351,6 @@ def forest_order(goal, n_items, edge_head, edge_tails, item_start, item_end):
     return nodes, new_id, edges, in_offsets
 
 
-
 @njit(cache=True)
 def forest_edges(edges, edge_tails, new_id, edge_rule, rule_features, lm_column, edge_lm, sparse_off, sparse_ids,
                  sparse_values, templates, template_off):

@@ -361,7 +361,7 @@ class HieroDecoder:
             sparse_off[:n_used_grammar + 1] = grammar_off
             sparse_off[n_used_grammar + 1:] = grammar_off[-1]
         arrays = _hiero_search.forest_edges(edges, edge_tails, new_id, position[local], features, LM, edge_lm,
-                                            sparse_off, sparse_ids.astype(np.int64), sparse_values, templates,
+                                            sparse_off, sparse_ids, sparse_values, templates,
                                             template_off)
         return Hypergraph(self.space, self.vocab, nodes.shape[0], in_offsets, *arrays), nodes
 

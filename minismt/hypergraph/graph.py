@@ -48,7 +48,8 @@ def _array(values, dtype, name: str, ndim: int = 1) -> np.ndarray:
         raise InputError(f"{name} is not an array ({err})") from None
     if raw.ndim != ndim:
         raise InputError(f"{name} has {raw.ndim} dimensions", expected=f"{ndim}")
-    if raw.size and not (raw.dtype.kind in "iuf" and np.can_cast(raw.dtype, dtype, "safe")):  # else: does it fit?
+    # numbers whose type holds every value of ``dtype``'s need no range check
+    if raw.size and not (raw.dtype.kind in "iuf" and np.can_cast(raw.dtype, dtype, "safe")):
         if dtype.kind in "iu":
             info = np.iinfo(dtype)
             if raw.dtype.kind not in "iu" or raw.min() < info.min or raw.max() > info.max:
