@@ -364,3 +364,98 @@ def test_forest_order_equals_sorting_the_reachable_items():
                                                 for item in expected_nodes]
 
     check()
+
+
+def _chart_reference(n, max_span, sources, spans, source_rule_off, source_rules, tgt_syms, tgt_off, lm_of_target,
+                     rule_static, uncovered, special_tgt, special_lm_tgt, special_off, special_static):
+    """The chart of :func:`minismt.decode._hiero_chart.applications` built the obvious way: lists of
+    applications in the order matches, unknown words, <s>, glue, </s>, sorted (stably) by the
+    position of their cell among the cells in filling order."""
+    width, s_base = n + 1, (n + 1) ** 2
+    sides = sorted(set(sources.tolist()))
+    block_rules = [source_rules[source_rule_off[s]:source_rule_off[s + 1]].tolist() for s in sides]
+    local_global = [g for rules in block_rules for g in rules]
+    block_start = np.cumsum([0] + [len(rules) for rules in block_rules]).tolist()
+    targets = [tgt_syms[tgt_off[g]:tgt_off[g + 1]].tolist() for g in local_global]
+    targets += [special_tgt[special_off[s]:special_off[s + 1]].tolist() for s in range(len(special_static))]
+    lm_targets = [[int(lm_of_target[x]) if x >= 0 else x for x in tgt] for tgt in targets[:len(local_global)]]
+    lm_targets += [special_lm_tgt[special_off[s]:special_off[s + 1]].tolist() for s in range(len(special_static))]
+    n_grammar, n_oov = len(local_global), len(uncovered)
+    apps = []                       # (cell, child 0, child 1, lo, hi)
+    for m in range(len(sources)):
+        b = sides.index(int(sources[m]))
+        child = [int(spans[m, 2 + 2 * k] * width + spans[m, 3 + 2 * k]) if spans[m, 2 + 2 * k] >= 0 else -1
+                 for k in range(2)]
+        apps.append((int(spans[m, 0] * width + spans[m, 1]), *child, block_start[b], block_start[b + 1]))
+    for j, p in enumerate(uncovered.tolist()):
+        apps.append((p * width + p + 1, -1, -1, n_grammar + j, n_grammar + j + 1))
+    apps.append((s_base + 1, -1, -1, n_grammar + n_oov, n_grammar + n_oov + 1))
+    for end in range(1, n + 1):
+        for start in range(max(end - max_span, 0), end):
+            apps.append((s_base + end + 1, s_base + start + 1, start * width + end, n_grammar + n_oov + 1,
+                         n_grammar + n_oov + 2))
+    apps.append((s_base + n + 2, s_base + n + 1, -1, n_grammar + n_oov + 2, n_grammar + n_oov + 3))
+    cells = [i * width + i + length for length in range(1, min(n, max_span) + 1) for i in range(n - length + 1)]
+    cells += [s_base + k for k in range(1, n + 3)]
+    apps.sort(key=lambda app: cells.index(app[0]))
+    static = [float(rule_static[g]) for g in local_global] + special_static.tolist()
+    return (s_base + n + 3, cells, apps, lm_targets, targets, static, local_global)
+
+
+def test_chart_applications_equal_the_obvious_construction():
+    """_hiero_chart.applications (one kernel: blocks, target sides, counting sort by cell) against
+    _chart_reference on random matches of random sentences."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+    from minismt.decode._hiero_chart import applications
+
+    @settings(max_examples=200, deadline=None)
+    @given(st.data())
+    def check(data):
+        n = data.draw(st.integers(0, 9))
+        max_span = data.draw(st.integers(1, 6))
+        n_sides = data.draw(st.integers(1, 6))
+        side_sizes = data.draw(st.lists(st.integers(0, 3), min_size=n_sides, max_size=n_sides))
+        source_rule_off = np.cumsum([0] + side_sizes).astype(np.int64)
+        n_rules = 2 * int(source_rule_off[-1]) + 3
+        source_rules = np.array(data.draw(st.permutations(range(n_rules)))[:int(source_rule_off[-1])],
+                                dtype=np.int64)
+        tgt_len = data.draw(st.lists(st.integers(0, 4), min_size=n_rules, max_size=n_rules))
+        tgt_off = np.cumsum([0] + tgt_len).astype(np.int64)
+        tgt_syms = np.array(data.draw(st.lists(st.integers(-2, 7), min_size=int(tgt_off[-1]),
+                                               max_size=int(tgt_off[-1]))), dtype=np.int32)
+        lm_of_target = np.array(data.draw(st.lists(st.integers(0, 50), min_size=8, max_size=8)), dtype=np.int64)
+        rule_static = np.array(data.draw(st.lists(st.floats(-5, 5), min_size=n_rules, max_size=n_rules)))
+        matches = []
+        for start in range(n):
+            for end in range(start + 1, min(start + max_span, n) + 1):
+                for _ in range(data.draw(st.integers(0, 2))):
+                    gaps = [-1] * 4
+                    if end - start >= 2 and data.draw(st.booleans()):
+                        cut = data.draw(st.integers(start + 1, end - 1))
+                        gaps[:2] = [start, cut]
+                    matches.append(([start, end] + gaps, data.draw(st.integers(0, n_sides - 1))))
+        spans = np.array([m for m, _ in matches], dtype=np.int64).reshape(-1, 6)
+        sources = np.array([s for _, s in matches], dtype=np.int64)
+        uncovered = np.array(sorted(data.draw(st.sets(st.integers(0, max(n - 1, 0)), max_size=n))) if n else [],
+                             dtype=np.int64)
+        special_len = [1] * uncovered.shape[0] + [1, 2, 2]
+        special_off = np.cumsum([0] + special_len).astype(np.int64)
+        special_tgt = np.arange(int(special_off[-1]), dtype=np.int64) + 100
+        special_lm_tgt = special_tgt + 1000
+        special_static = np.arange(len(special_len), dtype=np.float64) - 0.5
+        args = (n, max_span, sources, spans, source_rule_off, source_rules, tgt_syms, tgt_off, lm_of_target,
+                rule_static, uncovered, special_tgt, special_lm_tgt, special_off, special_static)
+        n_cells, cells, apps, lm_targets, targets, static, local_global = _chart_reference(*args)
+        (got_cells, cell_order, app_cell, app_child, app_lo, app_hi, lm_tgt, match_tgt, tgt_offsets, got_static,
+         got_local) = applications(*args)
+        assert got_cells == n_cells
+        assert cell_order.tolist() == cells
+        assert list(zip(app_cell.tolist(), app_child[:, 0].tolist(), app_child[:, 1].tolist(), app_lo.tolist(),
+                        app_hi.tolist())) == apps
+        assert [lm_tgt[a:b].tolist() for a, b in zip(tgt_offsets[:-1], tgt_offsets[1:])] == lm_targets
+        assert [match_tgt[a:b].tolist() for a, b in zip(tgt_offsets[:-1], tgt_offsets[1:])] == targets
+        assert got_static.tolist() == static
+        assert got_local.tolist() == local_global
+
+    check()

@@ -838,3 +838,55 @@ def test_portable_forests_rebuild_in_another_space_and_vocabulary():
     assert first.texts == second.texts and np.array_equal(first.scores, second.scores)
     assert [d.features() for d in first] == [d.features() for d in second]
     assert again.space is space and again.vocab is vocab and space.names[:2] == ["PassThrough", "LanguageModel"]
+
+
+def _first_fault_reference(hg: Hypergraph, tails, feat_ids, feat_values, tmpl) -> str | None:
+    """The message of the first fault of a forest's content, found the obvious way (numpy over whole
+    arrays, in the order tails, feature ids, feature values, templates), or None."""
+    edge_head = np.repeat(np.arange(hg.n_nodes), np.diff(hg.in_offsets))
+    arity = np.diff(hg.tail_offsets)
+    bad = np.flatnonzero((tails < 0) | (tails >= np.repeat(edge_head, arity)))
+    if bad.size:
+        e = int(np.searchsorted(hg.tail_offsets, bad[0], side="right") - 1)
+        return f"edge {e} into node {edge_head[e]} has tail {tails[bad[0]]}"
+    bad = np.flatnonzero((feat_ids < 0) | (feat_ids >= len(hg.space)))
+    if bad.size:
+        return f"feature id {feat_ids[bad[0]]}"
+    bad = np.flatnonzero(~np.isfinite(feat_values))
+    if bad.size:
+        return f"edge {int(np.searchsorted(hg.feat_offsets, bad[0], side='right') - 1)} has a non-finite feature value"
+    slot_arity = np.repeat(arity, np.diff(hg.tmpl_offsets))
+    bad = np.flatnonzero((tmpl >= len(hg.vocab)) | ((tmpl < 0) & (-tmpl.astype(np.int64) - 1 >= slot_arity)))
+    if bad.size:
+        e = int(np.searchsorted(hg.tmpl_offsets, bad[0], side="right") - 1)
+        item = int(tmpl[bad[0]])
+        what = (f"word id {item} (the vocabulary has {len(hg.vocab)})" if item >= 0 else
+                f"a reference to tail {-item - 1} but {int(arity[e])} tails")
+        return f"the template of edge {e} has {what}"
+    return None
+
+
+@SETTINGS
+@given(forests(), st.data())
+def test_validation_finds_the_first_fault(hg, data):
+    """Hypergraph's one-pass check of tails, features and templates (hypergraph._kernels.first_fault)
+    reports the fault the obvious whole-array checks find first, with the same message."""
+    arrays = {"tails": hg.tails.copy(), "feat_ids": hg.feat_ids.copy(), "feat_values": hg.feat_values.copy(),
+              "tmpl": hg.tmpl.copy()}
+    bad_values = {"tails": st.integers(-2, hg.n_nodes + 1), "feat_ids": st.integers(-1, len(hg.space) + 1),
+                  "feat_values": st.sampled_from([math.inf, -math.inf, math.nan, 1.5]),
+                  "tmpl": st.sampled_from([-3, -2, -1, 0, len(hg.vocab), len(hg.vocab) + 1])}
+    for _ in range(data.draw(st.integers(0, 3))):
+        name = data.draw(st.sampled_from(sorted(arrays)))
+        if arrays[name].size:
+            at = data.draw(st.integers(0, arrays[name].size - 1))
+            arrays[name][at] = data.draw(bad_values[name])
+    expected = _first_fault_reference(hg, **arrays)
+    if expected is None:
+        again = hg.replace(**arrays)
+        assert again.edge_head.tolist() == hg.edge_head.tolist() and again.feat_dim == (
+            int(arrays["feat_ids"].max()) + 1 if arrays["feat_ids"].size else 0)
+    else:
+        with pytest.raises(InputError) as err:
+            hg.replace(**arrays)
+        assert str(err.value).startswith(expected), (str(err.value), expected)

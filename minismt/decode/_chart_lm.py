@@ -168,7 +168,9 @@ def step(t, states, state, word):
     (KenLM's ``independent_left``) and whether the state grew by the word: from the memo, or
     :func:`~minismt.lm._kernels.score_word` (the new state interned)."""
     key = (np.int64(state) << 32) | np.int64(word)
-    slot = np.int64(mix_in(GOLDEN, key) & np.uint64(states.step_key.shape[0] - 1))
+    # Fibonacci hashing: the top bits of one product (a mix of the key would cost two more products
+    # and shifts on the chain of dependent steps)
+    slot = np.int64((np.uint64(key) * GOLDEN) >> np.uint64(64 - TRANSITION_BITS))
     if states.step_key[slot] == key:
         value = states.step_value[slot]
         return states.step_logprob[slot], value >> 2, (value & 2) != 0, (value & 1) != 0

@@ -1,7 +1,7 @@
 """The numba search of the Hiero chart decoder: CKY+ with cube pruning (Chiang 2007, section 5)
 and the n-gram LM integrated through :mod:`minismt.decode._chart_lm`.
 
-The caller (:mod:`minismt.decode.hiero`) lists a sentence's *cells* in the order they are filled
+:mod:`minismt.decode._hiero_chart` lists a sentence's *cells* in the order they are filled
 (every cell after the cells its items are built from) and its *applications*: a cell, up to two
 child cells (the items of its non-terminals) and a block of rules (best first).  Rule-table
 applications, unknown-word copy rules and Moses' glue rules (``S -> <s>``, ``S -> S X``,
@@ -352,37 +352,62 @@ def forest_order(goal, n_items, edge_head, edge_tails, item_start, item_end):
 
 
 @njit(cache=True)
-def forest_edges(edges, edge_tails, new_id, edge_rule, rule_features, lm_column, edge_lm, sparse_off, sparse_ids,
-                 sparse_values, templates, template_off):
+def forest_edges(edges, edge_tails, new_id, edge_rule, edge_lm, lm_column, n_grammar, local_global, tm, tm_column,
+                 words, wp_column, pp_column, special_dense, tgt_syms, tgt_off, special_tmpl, special_tmpl_off,
+                 sparse_off, sparse_ids, sparse_values):
     """The edge arrays of a forest, edge ``k`` being the search's edge ``edges[k]``: ``(tail_offsets, tails,
     feat_offsets, feat_ids, feat_values, tmpl_offsets, tmpl)`` (a :class:`~minismt.hypergraph.Hypergraph`'s).
 
-    ``edge_rule[k]`` is the edge's rule, a row of ``rule_features`` (its dense features, 0 in
-    ``lm_column``), a range of ``sparse_off`` (its sparse features, ids and values) and of
-    ``template_off`` (its target template).  An edge's tails are the node ids ``new_id`` of its items;
-    its features are its rule's non-zero dense ones, the column ``lm_column`` being the edge's LM value
-    ``edge_lm[edges[k]]``, in column order, then its rule's sparse ones."""
+    An edge's tails are the node ids ``new_id`` of its items.  Its local rule ``r = edge_rule[e]``
+    is a grammar rule ``g = local_global[r]`` if ``r < n_grammar``: dense features ``-words[g]``
+    (word penalty), 1 (phrase penalty) and ``tm[g]`` (its scores, from ``tm_column``), target
+    template ``tgt_syms[tgt_off[g]:tgt_off[g+1]]``, sparse features ``sparse_off[g]:sparse_off[g+1]``
+    of ``sparse_ids``/``sparse_values`` (none when ``sparse_off`` is empty); else the special rule
+    ``s = r - n_grammar``: dense features ``special_dense[s]``, template
+    ``special_tmpl[special_tmpl_off[s]:special_tmpl_off[s+1]]``, no sparse ones.  The column
+    ``lm_column`` is the edge's LM value ``edge_lm[e]``.  Features: the non-zero dense ones in
+    column order, then the sparse ones."""
     n = edges.shape[0]
-    dense = rule_features.shape[1]
+    dense = special_dense.shape[1]
+    has_sparse = sparse_off.shape[0] > 0
+    rows = np.zeros((n, dense), dtype=np.float64)      # each edge's dense features
     tail_offsets = np.zeros(n + 1, dtype=np.int64)
     feat_offsets = np.zeros(n + 1, dtype=np.int64)
     tmpl_offsets = np.zeros(n + 1, dtype=np.int64)
     for k in range(n):
-        e, r = edges[k], edge_rule[k]
+        e = edges[k]
+        r = edge_rule[e]
         arity = (edge_tails[e, 0] >= 0) + (edge_tails[e, 1] >= 0)
+        if r >= n_grammar:
+            for c in range(dense):
+                rows[k, c] = special_dense[r - n_grammar, c]
+        else:
+            g = local_global[r]
+            rows[k, wp_column] = -np.float64(words[g])
+            rows[k, pp_column] = 1.0
+            for c in range(tm.shape[1]):
+                rows[k, tm_column + c] = tm[g, c]
+        rows[k, lm_column] = edge_lm[e]
         nonzero = 0
         for c in range(dense):
-            value = edge_lm[e] if c == lm_column else rule_features[r, c]
-            nonzero += value != 0.0
+            nonzero += rows[k, c] != 0.0
+        if r < n_grammar:
+            g = local_global[r]
+            if has_sparse:
+                nonzero += sparse_off[g + 1] - sparse_off[g]
+            template = tgt_off[g + 1] - tgt_off[g]
+        else:
+            template = special_tmpl_off[r - n_grammar + 1] - special_tmpl_off[r - n_grammar]
         tail_offsets[k + 1] = tail_offsets[k] + arity
-        feat_offsets[k + 1] = feat_offsets[k] + nonzero + sparse_off[r + 1] - sparse_off[r]
-        tmpl_offsets[k + 1] = tmpl_offsets[k] + template_off[r + 1] - template_off[r]
+        feat_offsets[k + 1] = feat_offsets[k] + nonzero
+        tmpl_offsets[k + 1] = tmpl_offsets[k] + template
     tails = np.empty(tail_offsets[n], dtype=np.int32)
     feat_ids = np.empty(feat_offsets[n], dtype=np.int32)
     feat_values = np.empty(feat_offsets[n], dtype=np.float64)
     tmpl = np.empty(tmpl_offsets[n], dtype=np.int32)
     for k in range(n):
-        e, r = edges[k], edge_rule[k]
+        e = edges[k]
+        r = edge_rule[e]
         q = tail_offsets[k]
         for side in range(2):
             if edge_tails[e, side] >= 0:
@@ -390,17 +415,23 @@ def forest_edges(edges, edge_tails, new_id, edge_rule, rule_features, lm_column,
                 q += 1
         q = feat_offsets[k]
         for c in range(dense):
-            value = edge_lm[e] if c == lm_column else rule_features[r, c]
-            if value != 0.0:
+            if rows[k, c] != 0.0:
                 feat_ids[q] = c
-                feat_values[q] = value
+                feat_values[q] = rows[k, c]
                 q += 1
-        for s in range(sparse_off[r], sparse_off[r + 1]):
-            feat_ids[q] = sparse_ids[s]
-            feat_values[q] = sparse_values[s]
-            q += 1
-        q = tmpl_offsets[k]
-        for s in range(template_off[r], template_off[r + 1]):
-            tmpl[q] = templates[s]
-            q += 1
+        t = tmpl_offsets[k]
+        if r < n_grammar:
+            g = local_global[r]
+            if has_sparse:
+                for s in range(sparse_off[g], sparse_off[g + 1]):
+                    feat_ids[q] = sparse_ids[s]
+                    feat_values[q] = sparse_values[s]
+                    q += 1
+            for s in range(tgt_off[g], tgt_off[g + 1]):
+                tmpl[t] = tgt_syms[s]
+                t += 1
+        else:
+            for s in range(special_tmpl_off[r - n_grammar], special_tmpl_off[r - n_grammar + 1]):
+                tmpl[t] = special_tmpl[s]
+                t += 1
     return tail_offsets, tails, feat_offsets, feat_ids, feat_values, tmpl_offsets, tmpl

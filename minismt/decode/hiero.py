@@ -36,7 +36,7 @@ import numpy as np
 
 from minismt._primitives import hash_find, hash_index
 from minismt.corpus import Vocabulary
-from minismt.decode import _hiero_force, _hiero_search
+from minismt.decode import _hiero_chart, _hiero_force, _hiero_search
 from minismt.decode.settings import HIERO_SPARSE_FEATURES, parse_sparse_features, sentence_tokens
 from minismt.decode.sparse import split_weights
 from minismt.errors import InputError
@@ -87,8 +87,9 @@ class HieroResult:
 @dataclass
 class _Applications:
     """A sentence's rule applications (the arrays :func:`_hiero_search.search` and
-    :func:`_hiero_force.force` take) and what its forest needs to name its edges' rules: the local
-    rules are the grammar's ``local_global`` rules, then the special rules of ``special_kind``."""
+    :func:`_hiero_force.force` take) and what its forest needs to give its edges features and
+    templates: the local rules are the grammar's ``local_global`` rules, then the special rules
+    (dense features ``special_dense``, templates ``special_tmpl`` cut by ``special_tmpl_off``)."""
 
     n_words: int
     n_cells: int
@@ -102,9 +103,10 @@ class _Applications:
     tgt_off: np.ndarray
     static: np.ndarray          # each local rule's weighted non-LM features
     goal_cell: int
-    n_grammar: int
     local_global: np.ndarray
-    special_kind: list
+    special_dense: np.ndarray
+    special_tmpl: np.ndarray
+    special_tmpl_off: np.ndarray
 
     def search_arrays(self) -> tuple:
         return self.n_cells, self.cell_order, self.app_cell, self.app_child, self.app_lo, self.app_hi
@@ -215,18 +217,13 @@ class HieroDecoder:
 
     def _result(self, apps: "_Applications", goal: int, n_items, item_cell, edge_head, edge_rule, edge_tails,
                 edge_lm) -> HieroResult:
-        # each item's span: an X cell i * (n + 1) + j over words [i, j), an S cell s_base + k over [0, k)
-        width = apps.n_words + 1
-        s_base = width * width
-        is_x = item_cell < s_base
-        spans = np.where(is_x[:, None], np.stack([item_cell // width + 1, item_cell % width + 1], axis=1),
-                         np.stack([np.zeros_like(item_cell), item_cell - s_base], axis=1)).astype(np.int64)
+        spans = _hiero_chart.item_spans(item_cell, apps.n_words)
         hypergraph, nodes = self._forest(goal, n_items, edge_head, edge_rule, edge_tails, edge_lm, apps, spans)
         best = hypergraph.viterbi(self.full_weights())
         features = best.features()
         sparse = {name: value for name, value in features.items() if name not in HIERO_DEFAULT_WEIGHTS}
         return HieroResult(best.text, float(best.score), best.dense()[:len(FEATURE_NAMES)], hypergraph,
-                           sparse, ["X" if x else "S" for x in is_x[nodes].tolist()], spans[nodes])
+                           sparse, ["X" if start else "S" for start in spans[nodes, 0].tolist()], spans[nodes])
 
     def _applications(self, words: list[str]) -> "_Applications":
         """The rule applications of a sentence: the rule-table rules whose source side matches a span
@@ -241,71 +238,41 @@ class HieroDecoder:
         sources = hash_find(self._source_index, matches[:count])
         found = sources >= 0
         sources, spans = sources[found], spans[:count][found].astype(np.int64)
-        # local rules: the blocks of the matched sources, then the special rules
-        distinct, block_of = np.unique(sources, return_inverse=True)
-        lo = self._source_rule_off[distinct]
-        hi = self._source_rule_off[distinct + 1]
-        block_len = hi - lo
-        block_start = np.zeros(distinct.shape[0] + 1, dtype=np.int64)
-        np.cumsum(block_len, out=block_start[1:])
-        local_global = self._source_rules[np.repeat(lo - block_start[:-1], block_len)
-                                          + np.arange(int(block_start[-1]))]
-        table = self.grammar.table
-        tgt, tgt_off = take_ranges(table.tgt_syms, table.tgt_off, local_global)
-        tgt = tgt.astype(np.int64)
-        lm_tgt = np.where(tgt >= 0, self._lm_of_target[np.maximum(tgt, 0)], tgt)
-        n_grammar = local_global.shape[0]
         # the special rules: unknown-word copies of the positions no one-word rule covers, then
-        # <s>, glue and </s>; each (LM target, match target, {feature: value}, kind)
+        # <s>, glue and </s>; each (LM target, match target, template, {feature: value})
         one_word = (spans[:, 1] - spans[:, 0] == 1) & (spans[:, 2] < 0)
         covered = np.zeros(n, dtype=np.bool_)
         covered[spans[one_word, 0]] = True
         uncovered = np.flatnonzero(~covered)
-        specials = [([int(self.lm.encode([words[p]])[0])], [self.vocab.add(words[p])],
-                     {UWP: UNKNOWN_PENALTY, WP: -1.0, PP: 1.0}, ("oov", words[p])) for p in uncovered.tolist()]
-        specials += [([t.bos], [BOS_SYMBOL], {WP: -1.0, PP: 1.0}, ("bos",)),
-                     ([-1, -2], [-1, -2], {GLUE: GLUE_SCORE, PP: 1.0}, ("glue",)),
-                     ([-1, t.eos], [-1, EOS_SYMBOL], {WP: -1.0, PP: 1.0}, ("eos",))]
-        w = self.weights
-        special_static = [sum(w[k] * v for k, v in features.items()) for _, _, features, _ in specials]
-        n_oov = uncovered.shape[0]
-        oov_at = n_grammar + np.arange(n_oov)     # the special rules' local ids
-        bos_at, glue_at, eos_at = n_grammar + n_oov, n_grammar + n_oov + 1, n_grammar + n_oov + 2
-        # applications: cell, two children cells (-1: none), the local rules lo..hi-1 they apply. An X cell
-        # i * (n + 1) + j holds the items over words [i, j), an S cell s_base + 1 + k the items over <s> w_1..w_k
-        X = n + 1
-        s_base = X * X
-        glue_end = np.repeat(np.arange(1, n + 1), np.minimum(np.arange(1, n + 1), self.max_span))
-        glue_from = (np.maximum(glue_end - self.max_span, 0)
-                     + np.arange(glue_end.shape[0]) - np.searchsorted(glue_end, glue_end))
-        app_cell = np.concatenate([spans[:, 0] * X + spans[:, 1], uncovered * X + uncovered + 1, [s_base + 1],
-                                   s_base + glue_end + 1, [s_base + n + 2]])
-        app_child = np.concatenate([
-            np.where(spans[:, [2, 4]] >= 0, spans[:, [2, 4]] * X + spans[:, [3, 5]], -1),
-            np.full((n_oov + 1, 2), -1),
-            np.stack([s_base + glue_from + 1, glue_from * X + glue_end], axis=1),
-            [[s_base + n + 1, -1]]])
-        app_lo = np.concatenate([block_start[block_of], oov_at, [bos_at], np.full(glue_end.shape[0], glue_at),
-                                 [eos_at]])
-        app_hi = np.concatenate([block_start[block_of + 1], oov_at + 1, [bos_at + 1],
-                                 np.full(glue_end.shape[0], glue_at + 1), [eos_at + 1]])
-        cell_order = np.concatenate([
-            [i * X + i + length for length in range(1, min(n, self.max_span) + 1) for i in range(n - length + 1)],
-            s_base + np.arange(1, n + 3)]).astype(np.int64)
-        position = np.full(s_base + n + 3, -1, dtype=np.int64)
-        position[cell_order] = np.arange(cell_order.shape[0])
-        by_cell = np.argsort(position[app_cell], kind="stable")
-        special_len = np.array([len(lm) for lm, _, _, _ in specials], dtype=np.int64)
+        specials = []
+        for p in uncovered.tolist():
+            copy = self.vocab.add(words[p])
+            specials.append(([int(self.lm.encode([words[p]])[0])], [copy], [copy],
+                             {UWP: UNKNOWN_PENALTY, WP: -1.0, PP: 1.0}))
+        specials += [([t.bos], [BOS_SYMBOL], [], {WP: -1.0, PP: 1.0}),     # <s> and </s> are not in the yield
+                     ([-1, -2], [-1, -2], [-1, -2], {GLUE: GLUE_SCORE, PP: 1.0}),
+                     ([-1, t.eos], [-1, EOS_SYMBOL], [-1], {WP: -1.0, PP: 1.0})]
+        special_dense = np.zeros((len(specials), len(FEATURE_NAMES)))
+        for k, (_, _, _, features) in enumerate(specials):
+            for column, value in features.items():
+                special_dense[k, column] = value
+        special_off = np.zeros(len(specials) + 1, dtype=np.int64)
+        np.cumsum([len(lm) for lm, _, _, _ in specials], out=special_off[1:])
+        special_tmpl_off = np.zeros(len(specials) + 1, dtype=np.int64)
+        np.cumsum([len(tmpl) for _, _, tmpl, _ in specials], out=special_tmpl_off[1:])
+        (n_cells, cell_order, app_cell, app_child, app_lo, app_hi, lm_tgt, match_tgt, tgt_off, static,
+         local_global) = _hiero_chart.applications(
+            n, self.max_span, sources, spans, self._source_rule_off, self._source_rules, self.grammar.table.tgt_syms,
+            self.grammar.table.tgt_off, self._lm_of_target, self._static, uncovered,
+            np.array([x for _, m, _, _ in specials for x in m], dtype=np.int64),
+            np.array([x for lm, _, _, _ in specials for x in lm], dtype=np.int64), special_off,
+            np.array([sum(self.weights[k] * v for k, v in features.items()) for _, _, _, features in specials]))
         return _Applications(
-            n_words=n, n_cells=s_base + n + 3, cell_order=cell_order, app_cell=app_cell[by_cell].astype(np.int64),
-            app_child=app_child[by_cell].astype(np.int64), app_lo=app_lo[by_cell].astype(np.int64),
-            app_hi=app_hi[by_cell].astype(np.int64),
-            lm_tgt=np.concatenate([lm_tgt, np.array([x for lm, _, _, _ in specials for x in lm], dtype=np.int64)]),
-            match_tgt=np.concatenate([tgt, np.array([x for _, m, _, _ in specials for x in m], dtype=np.int64)]),
-            tgt_off=np.concatenate([tgt_off, tgt_off[-1] + np.cumsum(special_len)]).astype(np.int64),
-            static=np.concatenate([self._static[local_global], special_static]).astype(np.float64),
-            goal_cell=s_base + n + 2, n_grammar=n_grammar, local_global=local_global,
-            special_kind=[(kind, features) for _, _, features, kind in specials])
+            n_words=n, n_cells=n_cells, cell_order=cell_order, app_cell=app_cell, app_child=app_child, app_lo=app_lo,
+            app_hi=app_hi, lm_tgt=lm_tgt, match_tgt=match_tgt, tgt_off=tgt_off, static=static,
+            goal_cell=n_cells - 1, local_global=local_global, special_dense=special_dense,
+            special_tmpl=np.array([x for _, _, tmpl, _ in specials for x in tmpl], dtype=np.int32),
+            special_tmpl_off=special_tmpl_off)
 
     def full_weights(self) -> np.ndarray:
         """The weights over :attr:`space`: the dense features, then the sparse rule features."""
@@ -322,47 +289,12 @@ class HieroDecoder:
         and the item of each node."""
         nodes, new_id, edges, in_offsets = _hiero_search.forest_order(goal, n_items, edge_head, edge_tails,
                                                                       spans[:, 0], spans[:, 1])
-        # the features and target templates of the rules the edges use: the grammar's, then the special rules
         table = self.grammar.table
-        n_grammar, local_global, special_kind = apps.n_grammar, apps.local_global, apps.special_kind
-        local = edge_rule[edges]
-        is_used = np.zeros(apps.static.shape[0], dtype=np.bool_)
-        is_used[local] = True
-        used = np.flatnonzero(is_used)
-        position = np.zeros(apps.static.shape[0], dtype=np.int64)
-        position[used] = np.arange(used.shape[0])
-        n_used_grammar = int(np.searchsorted(used, n_grammar))
-        grammar_rules = local_global[used[:n_used_grammar]]
-        features = np.zeros((used.shape[0], len(FEATURE_NAMES)))
-        features[:n_used_grammar, WP] = -self._words[grammar_rules]
-        features[:n_used_grammar, PP] = 1.0
-        features[:n_used_grammar, TM0:TM0 + 4] = self._tm[grammar_rules]
-        templates, template_off = take_ranges(table.tgt_syms, table.tgt_off, grammar_rules)
-        special_templates = []
-        for k, special in enumerate((used[n_used_grammar:] - n_grammar).tolist()):
-            kind, values = special_kind[special]
-            for column, value in values.items():
-                features[n_used_grammar + k, column] = value
-            if kind[0] == "oov":            # the copied word
-                special_templates.append([self.vocab.add(kind[1])])
-            else:                           # <s> and </s> are not in the yield
-                special_templates.append({"bos": [], "glue": [-1, -2], "eos": [-1]}[kind[0]])
-        templates = np.concatenate([templates.astype(np.int64)] +
-                                   [np.array(tp, dtype=np.int64) for tp in special_templates])
-        template_off = np.concatenate([template_off, template_off[-1] + np.cumsum(
-            [len(tp) for tp in special_templates], dtype=np.int64)]).astype(np.int64)
-        # the sparse features of the grammar's rules (none for the special rules)
-        sparse_off = np.zeros(used.shape[0] + 1, dtype=np.int64)
-        sparse_ids, sparse_values = np.zeros(0, dtype=np.int64), np.zeros(0)
-        if self._sparse is not None:
-            offsets, ids, all_values = self._sparse
-            sparse_ids, grammar_off = take_ranges(ids, offsets, grammar_rules)
-            sparse_values, _ = take_ranges(all_values, offsets, grammar_rules)
-            sparse_off[:n_used_grammar + 1] = grammar_off
-            sparse_off[n_used_grammar + 1:] = grammar_off[-1]
-        arrays = _hiero_search.forest_edges(edges, edge_tails, new_id, position[local], features, LM, edge_lm,
-                                            sparse_off, sparse_ids, sparse_values, templates,
-                                            template_off)
+        sparse_off, sparse_ids, sparse_values = self._sparse or (np.zeros(0, dtype=np.int64),) * 2 + (np.zeros(0),)
+        arrays = _hiero_search.forest_edges(
+            edges, edge_tails, new_id, edge_rule, edge_lm, LM, apps.local_global.shape[0], apps.local_global, self._tm,
+            TM0, self._words, WP, PP, apps.special_dense, table.tgt_syms, table.tgt_off, apps.special_tmpl,
+            apps.special_tmpl_off, sparse_off, sparse_ids, sparse_values)
         return Hypergraph(self.space, self.vocab, nodes.shape[0], in_offsets, *arrays), nodes
 
 

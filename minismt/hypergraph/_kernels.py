@@ -37,6 +37,54 @@ from minismt._primitives import GOLDEN, POLY_BASE, grow, heap_pop, heap_push, lo
 VITERBI = 0
 LOG = 1
 
+TAIL_NOT_EARLIER, FEATURE_ID_OUTSIDE, FEATURE_NOT_FINITE, TEMPLATE_WORD_OUTSIDE, TEMPLATE_SLOT_OUTSIDE = 1, 2, 3, 4, 5
+"""The faults :func:`first_fault` finds, in the order it looks for them."""
+
+
+@njit(cache=True)
+def first_decrease(offsets):
+    """The first ``i`` with ``offsets[i + 1] < offsets[i]``, -1 if there is none."""
+    for i in range(offsets.shape[0] - 1):
+        if offsets[i + 1] < offsets[i]:
+            return i
+    return -1
+
+
+@njit(cache=True)
+def first_fault(in_offsets, tail_offsets, tails, feat_ids, feat_values, tmpl_offsets, tmpl, n_features, n_words):
+    """One pass over a forest's arrays (their offsets already checked): ``(fault, edge, position,
+    edge_head, feat_dim)``: the first fault found, in this order -- a tail that is not an earlier
+    node than its edge's head, a feature id outside ``[0, n_features)``, a non-finite feature value,
+    a template word id ``>= n_words``, a template slot with no tail -- with its edge and its
+    position in the array it is in (``fault`` 0 if there is none); each edge's head node; the
+    largest feature id + 1."""
+    n_nodes = in_offsets.shape[0] - 1
+    n_edges = in_offsets[n_nodes]
+    edge_head = np.empty(n_edges, dtype=np.int32)
+    for v in range(n_nodes):
+        for e in range(in_offsets[v], in_offsets[v + 1]):
+            edge_head[e] = v
+    for e in range(n_edges):
+        for q in range(tail_offsets[e], tail_offsets[e + 1]):
+            if tails[q] < 0 or tails[q] >= edge_head[e]:
+                return TAIL_NOT_EARLIER, e, q, edge_head, 0
+    feat_dim = 0
+    for q in range(feat_ids.shape[0]):
+        if feat_ids[q] < 0 or feat_ids[q] >= n_features:
+            return FEATURE_ID_OUTSIDE, -1, q, edge_head, 0
+        feat_dim = max(feat_dim, feat_ids[q] + 1)
+    for q in range(feat_values.shape[0]):
+        if not np.isfinite(feat_values[q]):
+            return FEATURE_NOT_FINITE, -1, q, edge_head, 0
+    for e in range(n_edges):
+        arity = tail_offsets[e + 1] - tail_offsets[e]
+        for q in range(tmpl_offsets[e], tmpl_offsets[e + 1]):
+            if tmpl[q] >= n_words:
+                return TEMPLATE_WORD_OUTSIDE, e, q, edge_head, 0
+            if tmpl[q] < 0 and -tmpl[q] - 1 >= arity:
+                return TEMPLATE_SLOT_OUTSIDE, e, q, edge_head, 0
+    return 0, -1, -1, edge_head, feat_dim
+
 @njit(cache=True)
 def edge_scores(feat_offsets, feat_ids, feat_values, w, out):
     """``out[e] = w . f_e``: the sparse dot product of every edge's features with ``w``.

@@ -62,7 +62,7 @@ def _array(values, dtype, name: str, ndim: int = 1) -> np.ndarray:
 def _check_offsets(offsets: np.ndarray, n: int, end: int | None, name: str) -> None:
     if offsets.shape != (n + 1,):
         raise InputError(f"{name} has {offsets.shape[0]} entries", expected=f"{n + 1}")
-    if offsets[0] != 0 or np.any(np.diff(offsets) < 0):
+    if offsets[0] != 0 or _kernels.first_decrease(offsets) >= 0:
         raise InputError(f"{name} is not a non-decreasing sequence starting at 0")
     if end is not None and offsets[-1] != end:
         raise InputError(f"{name} ends at {offsets[-1]}", expected=f"{end}, the length of the data it indexes")
@@ -87,43 +87,35 @@ class Hypergraph:
         self.in_offsets = _array(in_offsets, np.int64, "in_offsets")
         _check_offsets(self.in_offsets, self.n_nodes, None, "in_offsets")
         n_edges = int(self.in_offsets[-1])
-        self.edge_head = np.repeat(np.arange(self.n_nodes, dtype=np.int32), np.diff(self.in_offsets))
         self.tail_offsets = _array(tail_offsets, np.int64, "tail_offsets")
         self.tails = _array(tails, np.int32, "tails")
         _check_offsets(self.tail_offsets, n_edges, self.tails.shape[0], "tail_offsets")
-        arity = np.diff(self.tail_offsets)
-        tail_head = np.repeat(self.edge_head, arity)
-        bad = np.flatnonzero((self.tails < 0) | (self.tails >= tail_head))
-        if bad.size:
-            e = int(np.searchsorted(self.tail_offsets, bad[0], side="right") - 1)
-            raise InputError(f"edge {e} into node {self.edge_head[e]} has tail {self.tails[bad[0]]}",
-                             expected="tails that are earlier nodes (topological order)")
         self.feat_offsets = _array(feat_offsets, np.int64, "feat_offsets")
         self.feat_ids = _array(feat_ids, np.int32, "feat_ids")
         self.feat_values = _array(feat_values, np.float64, "feat_values")
         _check_offsets(self.feat_offsets, n_edges, self.feat_ids.shape[0], "feat_offsets")
         if self.feat_values.shape != self.feat_ids.shape:
             raise InputError(f"{self.feat_values.shape[0]} feature values for {self.feat_ids.shape[0]} ids")
-        bad = np.flatnonzero((self.feat_ids < 0) | (self.feat_ids >= len(space)))
-        if bad.size:
-            raise InputError(f"feature id {int(self.feat_ids[bad[0]])}",
-                             expected=f"ids of the {len(space)} names of the feature space")
-        if not np.all(np.isfinite(self.feat_values)):
-            e = int(np.searchsorted(self.feat_offsets, np.flatnonzero(~np.isfinite(self.feat_values))[0],
-                                    side="right") - 1)
-            raise InputError(f"edge {e} has a non-finite feature value", expected="finite features")
-        self.feat_dim = int(self.feat_ids.max()) + 1 if self.feat_ids.size else 0
         self.tmpl_offsets = _array(tmpl_offsets, np.int64, "tmpl_offsets")
         self.tmpl = _array(tmpl, np.int32, "tmpl")
         _check_offsets(self.tmpl_offsets, n_edges, self.tmpl.shape[0], "tmpl_offsets")
-        slot_arity = np.repeat(arity, np.diff(self.tmpl_offsets))
-        slot = -self.tmpl.astype(np.int64) - 1
-        bad = np.flatnonzero((self.tmpl >= len(vocab)) | ((self.tmpl < 0) & (slot >= slot_arity)))
-        if bad.size:
-            e = int(np.searchsorted(self.tmpl_offsets, bad[0], side="right") - 1)
-            item = int(self.tmpl[bad[0]])
+        fault, e, at, self.edge_head, self.feat_dim = _kernels.first_fault(
+            self.in_offsets, self.tail_offsets, self.tails, self.feat_ids, self.feat_values, self.tmpl_offsets,
+            self.tmpl, len(space), len(vocab))
+        if fault == _kernels.TAIL_NOT_EARLIER:
+            raise InputError(f"edge {e} into node {self.edge_head[e]} has tail {self.tails[at]}",
+                             expected="tails that are earlier nodes (topological order)")
+        if fault == _kernels.FEATURE_ID_OUTSIDE:
+            raise InputError(f"feature id {int(self.feat_ids[at])}",
+                             expected=f"ids of the {len(space)} names of the feature space")
+        if fault == _kernels.FEATURE_NOT_FINITE:
+            e = int(np.searchsorted(self.feat_offsets, at, side="right") - 1)
+            raise InputError(f"edge {e} has a non-finite feature value", expected="finite features")
+        if fault in (_kernels.TEMPLATE_WORD_OUTSIDE, _kernels.TEMPLATE_SLOT_OUTSIDE):
+            item = int(self.tmpl[at])
+            arity = self.tail_offsets[e + 1] - self.tail_offsets[e]
             what = (f"word id {item} (the vocabulary has {len(vocab)})" if item >= 0 else
-                    f"a reference to tail {-item - 1} but {int(arity[e])} tails")
+                    f"a reference to tail {-item - 1} but {int(arity)} tails")
             raise InputError(f"the template of edge {e} has {what}",
                              expected="word ids of the vocabulary and references to existing tails")
         self.rules = None if rules is None else list(rules)
