@@ -366,20 +366,22 @@ def test_forest_order_equals_sorting_the_reachable_items():
     check()
 
 
-def _chart_reference(n, max_span, sources, spans, source_rule_off, source_rules, tgt_syms, tgt_off, lm_of_target,
+def _chart_reference(n, max_span, sources, spans, source_rule_off, source_rules, rule_tgt, rule_lm_tgt, rule_tgt_off,
                      rule_static, uncovered, special_tgt, special_lm_tgt, special_off, special_static):
     """The chart of :func:`minismt.decode._hiero_chart.applications` built the obvious way: lists of
     applications in the order matches, unknown words, <s>, glue, </s>, sorted (stably) by the
     position of their cell among the cells in filling order."""
     width, s_base = n + 1, (n + 1) ** 2
     sides = sorted(set(sources.tolist()))
-    block_rules = [source_rules[source_rule_off[s]:source_rule_off[s + 1]].tolist() for s in sides]
-    local_global = [g for rules in block_rules for g in rules]
-    block_start = np.cumsum([0] + [len(rules) for rules in block_rules]).tolist()
-    targets = [tgt_syms[tgt_off[g]:tgt_off[g + 1]].tolist() for g in local_global]
-    targets += [special_tgt[special_off[s]:special_off[s + 1]].tolist() for s in range(len(special_static))]
-    lm_targets = [[int(lm_of_target[x]) if x >= 0 else x for x in tgt] for tgt in targets[:len(local_global)]]
-    lm_targets += [special_lm_tgt[special_off[s]:special_off[s + 1]].tolist() for s in range(len(special_static))]
+    block_rows = [list(range(source_rule_off[s], source_rule_off[s + 1])) for s in sides]
+    rows = [p for block in block_rows for p in block]
+    local_global = [int(source_rules[p]) for p in rows]
+    block_start = np.cumsum([0] + [len(block) for block in block_rows]).tolist()
+    specials = range(len(special_static))
+    targets = [rule_tgt[rule_tgt_off[p]:rule_tgt_off[p + 1]].tolist() for p in rows]
+    targets += [special_tgt[special_off[s]:special_off[s + 1]].tolist() for s in specials]
+    lm_targets = [rule_lm_tgt[rule_tgt_off[p]:rule_tgt_off[p + 1]].tolist() for p in rows]
+    lm_targets += [special_lm_tgt[special_off[s]:special_off[s + 1]].tolist() for s in specials]
     n_grammar, n_oov = len(local_global), len(uncovered)
     apps = []                       # (cell, child 0, child 1, lo, hi)
     for m in range(len(sources)):
@@ -398,7 +400,7 @@ def _chart_reference(n, max_span, sources, spans, source_rule_off, source_rules,
     cells = [i * width + i + length for length in range(1, min(n, max_span) + 1) for i in range(n - length + 1)]
     cells += [s_base + k for k in range(1, n + 3)]
     apps.sort(key=lambda app: cells.index(app[0]))
-    static = [float(rule_static[g]) for g in local_global] + special_static.tolist()
+    static = [float(rule_static[p]) for p in rows] + special_static.tolist()
     return (s_base + n + 3, cells, apps, lm_targets, targets, static, local_global)
 
 
@@ -417,15 +419,14 @@ def test_chart_applications_equal_the_obvious_construction():
         n_sides = data.draw(st.integers(1, 6))
         side_sizes = data.draw(st.lists(st.integers(0, 3), min_size=n_sides, max_size=n_sides))
         source_rule_off = np.cumsum([0] + side_sizes).astype(np.int64)
-        n_rules = 2 * int(source_rule_off[-1]) + 3
-        source_rules = np.array(data.draw(st.permutations(range(n_rules)))[:int(source_rule_off[-1])],
-                                dtype=np.int64)
-        tgt_len = data.draw(st.lists(st.integers(0, 4), min_size=n_rules, max_size=n_rules))
-        tgt_off = np.cumsum([0] + tgt_len).astype(np.int64)
-        tgt_syms = np.array(data.draw(st.lists(st.integers(-2, 7), min_size=int(tgt_off[-1]),
-                                               max_size=int(tgt_off[-1]))), dtype=np.int32)
-        lm_of_target = np.array(data.draw(st.lists(st.integers(0, 50), min_size=8, max_size=8)), dtype=np.int64)
-        rule_static = np.array(data.draw(st.lists(st.floats(-5, 5), min_size=n_rules, max_size=n_rules)))
+        n_rows = int(source_rule_off[-1])
+        source_rules = np.array(data.draw(st.permutations(range(2 * n_rows + 3)))[:n_rows], dtype=np.int64)
+        tgt_len = data.draw(st.lists(st.integers(0, 4), min_size=n_rows, max_size=n_rows))
+        rule_tgt_off = np.cumsum([0] + tgt_len).astype(np.int64)
+        rule_tgt = np.array(data.draw(st.lists(st.integers(-2, 7), min_size=int(rule_tgt_off[-1]),
+                                               max_size=int(rule_tgt_off[-1]))), dtype=np.int32)
+        rule_lm_tgt = np.where(rule_tgt >= 0, rule_tgt * 3 + 1, rule_tgt).astype(np.int32)
+        rule_static = np.array(data.draw(st.lists(st.floats(-5, 5), min_size=n_rows, max_size=n_rows)))
         matches = []
         for start in range(n):
             for end in range(start + 1, min(start + max_span, n) + 1):
@@ -444,7 +445,7 @@ def test_chart_applications_equal_the_obvious_construction():
         special_tgt = np.arange(int(special_off[-1]), dtype=np.int64) + 100
         special_lm_tgt = special_tgt + 1000
         special_static = np.arange(len(special_len), dtype=np.float64) - 0.5
-        args = (n, max_span, sources, spans, source_rule_off, source_rules, tgt_syms, tgt_off, lm_of_target,
+        args = (n, max_span, sources, spans, source_rule_off, source_rules, rule_tgt, rule_lm_tgt, rule_tgt_off,
                 rule_static, uncovered, special_tgt, special_lm_tgt, special_off, special_static)
         n_cells, cells, apps, lm_targets, targets, static, local_global = _chart_reference(*args)
         (got_cells, cell_order, app_cell, app_child, app_lo, app_hi, lm_tgt, match_tgt, tgt_offsets, got_static,

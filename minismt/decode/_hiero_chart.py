@@ -22,16 +22,16 @@ from numba import njit
 
 
 @njit(cache=True)
-def applications(n, max_span, sources, spans, source_rule_off, source_rules, tgt_syms, tgt_off, lm_of_target,
+def applications(n, max_span, sources, spans, source_rule_off, source_rules, rule_tgt, rule_lm_tgt, rule_tgt_off,
                  rule_static, uncovered, special_tgt, special_lm_tgt, special_off, special_static):
     """The chart of a sentence of ``n`` words.
 
     ``sources[m]``: the source side of match ``m`` (rows ``source_rule_off[s]:source_rule_off[s+1]``
     of ``source_rules`` are side ``s``'s grammar rules, best first), ``spans[m]``: its span and its
-    non-terminals' (``start, end, nt1 start, nt1 end, nt2 start, nt2 end``, -1 absent); a grammar
-    rule ``g`` has the target side ``tgt_syms[tgt_off[g]:tgt_off[g+1]]`` (target ids, ``-1 - k`` for
-    non-terminal k), ``lm_of_target`` maps target ids to LM ids, ``rule_static[g]`` is its weighted
-    non-LM score.  ``uncovered``: the positions that get an unknown-word rule; the special rules
+    non-terminals' (``start, end, nt1 start, nt1 end, nt2 start, nt2 end``, -1 absent).  Row ``p`` of
+    ``source_rules`` has the target side ``rule_tgt[rule_tgt_off[p]:rule_tgt_off[p+1]]`` (target ids,
+    ``-1 - k`` for non-terminal k), the same in LM ids in ``rule_lm_tgt``, and the weighted non-LM
+    score ``rule_static[p]`` (in row order, so that a side's rules are read as one run).  ``uncovered``: the positions that get an unknown-word rule; the special rules
     (those copies, ``<s>``, glue, ``</s>``) have the target sides ``special_tgt`` (in target ids,
     ``<s>`` and ``</s>`` as the caller marks them) and ``special_lm_tgt`` (LM ids), both cut by
     ``special_off``, and the scores ``special_static``.
@@ -64,27 +64,28 @@ def applications(n, max_span, sources, spans, source_rule_off, source_rules, tgt
     n_special = special_static.shape[0]
     local_global = np.empty(n_grammar, dtype=np.int64)
     local_tgt_off = np.zeros(n_grammar + n_special + 1, dtype=np.int64)
+    row_of = np.empty(n_grammar, dtype=np.int64)      # each local grammar rule's row
     for b in range(n_blocks):
         first = source_rule_off[block_side[b]]
         for r in range(block_start[b], block_start[b + 1]):
-            rule = source_rules[first + r - block_start[b]]
-            local_global[r] = rule
-            local_tgt_off[r + 1] = local_tgt_off[r] + tgt_off[rule + 1] - tgt_off[rule]
+            row = first + r - block_start[b]
+            row_of[r] = row
+            local_global[r] = source_rules[row]
+            local_tgt_off[r + 1] = local_tgt_off[r] + rule_tgt_off[row + 1] - rule_tgt_off[row]
     for s in range(n_special):
         local_tgt_off[n_grammar + s + 1] = local_tgt_off[n_grammar + s] + special_off[s + 1] - special_off[s]
     # the local rules' target sides and scores
     lm_tgt = np.empty(local_tgt_off[n_grammar + n_special], dtype=np.int32)
-    match_tgt = np.empty(lm_tgt.shape[0], dtype=np.int64)
+    match_tgt = np.empty(lm_tgt.shape[0], dtype=np.int32)
     static = np.empty(n_grammar + n_special, dtype=np.float64)
     for r in range(n_grammar):
-        rule = local_global[r]
+        row = row_of[r]
         q = local_tgt_off[r]
-        for p in range(tgt_off[rule], tgt_off[rule + 1]):
-            sym = np.int64(tgt_syms[p])
-            match_tgt[q] = sym
-            lm_tgt[q] = lm_of_target[sym] if sym >= 0 else sym
+        for p in range(rule_tgt_off[row], rule_tgt_off[row + 1]):
+            match_tgt[q] = rule_tgt[p]
+            lm_tgt[q] = rule_lm_tgt[p]
             q += 1
-        static[r] = rule_static[rule]
+        static[r] = rule_static[row]
     for s in range(n_special):
         q = local_tgt_off[n_grammar + s]
         for p in range(special_off[s], special_off[s + 1]):

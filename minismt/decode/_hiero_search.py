@@ -353,18 +353,17 @@ def forest_order(goal, n_items, edge_head, edge_tails, item_start, item_end):
 
 @njit(cache=True)
 def forest_edges(edges, edge_tails, new_id, edge_rule, edge_lm, lm_column, n_grammar, local_global, tm, tm_column,
-                 words, wp_column, pp_column, special_dense, tgt_syms, tgt_off, special_tmpl, special_tmpl_off,
-                 sparse_off, sparse_ids, sparse_values):
+                 words, wp_column, pp_column, special_dense, rule_tmpl, rule_tmpl_off, sparse_off, sparse_ids,
+                 sparse_values):
     """The edge arrays of a forest, edge ``k`` being the search's edge ``edges[k]``: ``(tail_offsets, tails,
     feat_offsets, feat_ids, feat_values, tmpl_offsets, tmpl)`` (a :class:`~minismt.hypergraph.Hypergraph`'s).
 
-    An edge's tails are the node ids ``new_id`` of its items.  Its local rule ``r = edge_rule[e]``
-    is a grammar rule ``g = local_global[r]`` if ``r < n_grammar``: dense features ``-words[g]``
-    (word penalty), 1 (phrase penalty) and ``tm[g]`` (its scores, from ``tm_column``), target
-    template ``tgt_syms[tgt_off[g]:tgt_off[g+1]]``, sparse features ``sparse_off[g]:sparse_off[g+1]``
-    of ``sparse_ids``/``sparse_values`` (none when ``sparse_off`` is empty); else the special rule
-    ``s = r - n_grammar``: dense features ``special_dense[s]``, template
-    ``special_tmpl[special_tmpl_off[s]:special_tmpl_off[s+1]]``, no sparse ones.  The column
+    An edge's tails are the node ids ``new_id`` of its items, its target template is its local rule
+    ``r = edge_rule[e]``'s, ``rule_tmpl[rule_tmpl_off[r]:rule_tmpl_off[r+1]]``.  The local rule is a
+    grammar rule ``g = local_global[r]`` if ``r < n_grammar``: dense features ``-words[g]`` (word
+    penalty), 1 (phrase penalty) and ``tm[g]`` (its scores, from ``tm_column``), sparse features
+    ``sparse_off[g]:sparse_off[g+1]`` of ``sparse_ids``/``sparse_values`` (none when ``sparse_off`` is
+    empty); else a special rule with the dense features ``special_dense[r - n_grammar]``.  The column
     ``lm_column`` is the edge's LM value ``edge_lm[e]``.  Features: the non-zero dense ones in
     column order, then the sparse ones."""
     n = edges.shape[0]
@@ -377,7 +376,6 @@ def forest_edges(edges, edge_tails, new_id, edge_rule, edge_lm, lm_column, n_gra
     for k in range(n):
         e = edges[k]
         r = edge_rule[e]
-        arity = (edge_tails[e, 0] >= 0) + (edge_tails[e, 1] >= 0)
         if r >= n_grammar:
             for c in range(dense):
                 rows[k, c] = special_dense[r - n_grammar, c]
@@ -391,19 +389,14 @@ def forest_edges(edges, edge_tails, new_id, edge_rule, edge_lm, lm_column, n_gra
         nonzero = 0
         for c in range(dense):
             nonzero += rows[k, c] != 0.0
-        if r < n_grammar:
-            g = local_global[r]
-            if has_sparse:
-                nonzero += sparse_off[g + 1] - sparse_off[g]
-            template = tgt_off[g + 1] - tgt_off[g]
-        else:
-            template = special_tmpl_off[r - n_grammar + 1] - special_tmpl_off[r - n_grammar]
-        tail_offsets[k + 1] = tail_offsets[k] + arity
+        if r < n_grammar and has_sparse:
+            nonzero += sparse_off[local_global[r] + 1] - sparse_off[local_global[r]]
+        tail_offsets[k + 1] = tail_offsets[k] + (edge_tails[e, 0] >= 0) + (edge_tails[e, 1] >= 0)
         feat_offsets[k + 1] = feat_offsets[k] + nonzero
-        tmpl_offsets[k + 1] = tmpl_offsets[k] + template
+        tmpl_offsets[k + 1] = tmpl_offsets[k] + rule_tmpl_off[r + 1] - rule_tmpl_off[r]
     tails = np.empty(tail_offsets[n], dtype=np.int32)
-    feat_ids = np.empty(feat_offsets[n], dtype=np.int32)
-    feat_values = np.empty(feat_offsets[n], dtype=np.float64)
+    feat_ids = np.empty(feat_offsets[n] + dense, dtype=np.int32)      # room for the last edge's zeros
+    feat_values = np.empty(feat_offsets[n] + dense, dtype=np.float64)
     tmpl = np.empty(tmpl_offsets[n], dtype=np.int32)
     for k in range(n):
         e = edges[k]
@@ -414,24 +407,19 @@ def forest_edges(edges, edge_tails, new_id, edge_rule, edge_lm, lm_column, n_gra
                 tails[q] = new_id[edge_tails[e, side]]
                 q += 1
         q = feat_offsets[k]
-        for c in range(dense):
-            if rows[k, c] != 0.0:
-                feat_ids[q] = c
-                feat_values[q] = rows[k, c]
+        for c in range(dense):          # every column written, the next one over it if it is zero
+            feat_ids[q] = c
+            feat_values[q] = rows[k, c]
+            q += rows[k, c] != 0.0
+        if r < n_grammar and has_sparse:
+            g = local_global[r]
+            for s in range(sparse_off[g], sparse_off[g + 1]):
+                feat_ids[q] = sparse_ids[s]
+                feat_values[q] = sparse_values[s]
                 q += 1
         t = tmpl_offsets[k]
-        if r < n_grammar:
-            g = local_global[r]
-            if has_sparse:
-                for s in range(sparse_off[g], sparse_off[g + 1]):
-                    feat_ids[q] = sparse_ids[s]
-                    feat_values[q] = sparse_values[s]
-                    q += 1
-            for s in range(tgt_off[g], tgt_off[g + 1]):
-                tmpl[t] = tgt_syms[s]
-                t += 1
-        else:
-            for s in range(special_tmpl_off[r - n_grammar], special_tmpl_off[r - n_grammar + 1]):
-                tmpl[t] = special_tmpl[s]
-                t += 1
-    return tail_offsets, tails, feat_offsets, feat_ids, feat_values, tmpl_offsets, tmpl
+        for s in range(rule_tmpl_off[r], rule_tmpl_off[r + 1]):
+            tmpl[t] = rule_tmpl[s]
+            t += 1
+    return (tail_offsets, tails, feat_offsets, feat_ids[:feat_offsets[n]], feat_values[:feat_offsets[n]],
+            tmpl_offsets, tmpl)

@@ -176,6 +176,14 @@ class HieroDecoder:
         self._source_rules = kept[order]
         self._source_rule_off = np.zeros(grammar.n_sources + 1, dtype=np.int64)
         np.cumsum(np.bincount(source, minlength=grammar.n_sources), out=self._source_rule_off[1:])
+        # the kept rules' target sides (target ids and LM ids) and scores in that order, so that the
+        # rules of a sentence's source sides are read as runs, not one by one across the table
+        kept_tgt, self._kept_tgt_off = take_ranges(table.tgt_syms, table.tgt_off, self._source_rules)
+        self._kept_tgt = kept_tgt.astype(np.int32)
+        self._kept_lm_tgt = np.where(kept_tgt >= 0, self._lm_of_target[np.maximum(kept_tgt, 0)],
+                                     kept_tgt).astype(np.int32)
+        self._kept_static = self._static[self._source_rules]
+        del self._static
         first = grammar.source_offsets[:-1]
         hashes = side_hashes(*take_ranges(table.src_syms, table.src_off, first)) if grammar.n_sources \
             else np.zeros(0, dtype=np.uint64)
@@ -262,8 +270,8 @@ class HieroDecoder:
         np.cumsum([len(tmpl) for _, _, tmpl, _ in specials], out=special_tmpl_off[1:])
         (n_cells, cell_order, app_cell, app_child, app_lo, app_hi, lm_tgt, match_tgt, tgt_off, static,
          local_global) = _hiero_chart.applications(
-            n, self.max_span, sources, spans, self._source_rule_off, self._source_rules, self.grammar.table.tgt_syms,
-            self.grammar.table.tgt_off, self._lm_of_target, self._static, uncovered,
+            n, self.max_span, sources, spans, self._source_rule_off, self._source_rules, self._kept_tgt,
+            self._kept_lm_tgt, self._kept_tgt_off, self._kept_static, uncovered,
             np.array([x for _, m, _, _ in specials for x in m], dtype=np.int64),
             np.array([x for lm, _, _, _ in specials for x in lm], dtype=np.int64), special_off,
             np.array([sum(self.weights[k] * v for k, v in features.items()) for _, _, _, features in specials]))
@@ -289,12 +297,15 @@ class HieroDecoder:
         and the item of each node."""
         nodes, new_id, edges, in_offsets = _hiero_search.forest_order(goal, n_items, edge_head, edge_tails,
                                                                       spans[:, 0], spans[:, 1])
-        table = self.grammar.table
+        # the local rules' templates: the grammar rules' target sides, then the special rules' templates
+        n_grammar = apps.local_global.shape[0]
+        end = apps.tgt_off[n_grammar]
+        tmpl = np.concatenate([apps.match_tgt[:end], apps.special_tmpl])
+        tmpl_off = np.concatenate([apps.tgt_off[:n_grammar + 1], end + apps.special_tmpl_off[1:]])
         sparse_off, sparse_ids, sparse_values = self._sparse or (np.zeros(0, dtype=np.int64),) * 2 + (np.zeros(0),)
         arrays = _hiero_search.forest_edges(
-            edges, edge_tails, new_id, edge_rule, edge_lm, LM, apps.local_global.shape[0], apps.local_global, self._tm,
-            TM0, self._words, WP, PP, apps.special_dense, table.tgt_syms, table.tgt_off, apps.special_tmpl,
-            apps.special_tmpl_off, sparse_off, sparse_ids, sparse_values)
+            edges, edge_tails, new_id, edge_rule, edge_lm, LM, n_grammar, apps.local_global, self._tm, TM0,
+            self._words, WP, PP, apps.special_dense, tmpl, tmpl_off, sparse_off, sparse_ids, sparse_values)
         return Hypergraph(self.space, self.vocab, nodes.shape[0], in_offsets, *arrays), nodes
 
 
