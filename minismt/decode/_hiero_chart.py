@@ -31,10 +31,11 @@ def applications(n, max_span, sources, spans, source_rule_off, source_rules, rul
     non-terminals' (``start, end, nt1 start, nt1 end, nt2 start, nt2 end``, -1 absent).  Row ``p`` of
     ``source_rules`` has the target side ``rule_tgt[rule_tgt_off[p]:rule_tgt_off[p+1]]`` (target ids,
     ``-1 - k`` for non-terminal k), the same in LM ids in ``rule_lm_tgt``, and the weighted non-LM
-    score ``rule_static[p]`` (in row order, so that a side's rules are read as one run).  ``uncovered``: the positions that get an unknown-word rule; the special rules
-    (those copies, ``<s>``, glue, ``</s>``) have the target sides ``special_tgt`` (in target ids,
-    ``<s>`` and ``</s>`` as the caller marks them) and ``special_lm_tgt`` (LM ids), both cut by
-    ``special_off``, and the scores ``special_static``.
+    score ``rule_static[p]`` (in row order, so that a side's rules are read as one run).
+    ``uncovered``: the positions that get an unknown-word rule; the special rules (those copies,
+    ``<s>``, glue, ``</s>``) have the target sides ``special_tgt`` (in target ids, ``<s>`` and
+    ``</s>`` as the caller marks them) and ``special_lm_tgt`` (LM ids), both cut by ``special_off``,
+    and the scores ``special_static``.
 
     Returns ``(n_cells, cell_order, app_cell, app_child, app_lo, app_hi, lm_tgt, match_tgt,
     local_tgt_off, static, local_global)``: the applications sorted by the position of their cell

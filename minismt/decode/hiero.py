@@ -145,8 +145,7 @@ class HieroDecoder:
         self._tm = feature_values(table.scores)
         self._words = np.add.reduceat((table.tgt_syms >= 0).astype(np.int64), table.tgt_off[:-1]) \
             if len(table) else np.zeros(0, dtype=np.int64)
-        self._static = (self._tm @ self.weights[TM0:TM0 + 4] - self.weights[WP] * self._words
-                        + self.weights[PP])
+        static = self._tm @ self.weights[TM0:TM0 + 4] - self.weights[WP] * self._words + self.weights[PP]
         # sparse rule features: every rule's, as space ids; their weighted sum joins the rule's score
         self._sparse = None
         self._sparse_weights = np.zeros(0)
@@ -163,7 +162,7 @@ class HieroDecoder:
                 if name in self.space:
                     self._sparse_weights[self.space.index(name)] = value
             rows = np.repeat(np.arange(len(table)), np.diff(found.offsets))
-            self._static = self._static + np.bincount(
+            static = static + np.bincount(
                 rows, weights=found.values * self._sparse_weights[ids[found.ids]], minlength=len(table))
         # per source side, the rules kept by the table limit, best future score first
         if table_limit and table_limit < 0:
@@ -182,8 +181,7 @@ class HieroDecoder:
         self._kept_tgt = kept_tgt.astype(np.int32)
         self._kept_lm_tgt = np.where(kept_tgt >= 0, self._lm_of_target[np.maximum(kept_tgt, 0)],
                                      kept_tgt).astype(np.int32)
-        self._kept_static = self._static[self._source_rules]
-        del self._static
+        self._kept_static = static[self._source_rules]
         first = grammar.source_offsets[:-1]
         hashes = side_hashes(*take_ranges(table.src_syms, table.src_off, first)) if grammar.n_sources \
             else np.zeros(0, dtype=np.uint64)

@@ -15,7 +15,8 @@ search of Huang & Chiang (2005), Algorithm 3, is :func:`lazy_kbest`. Every
 derivation, whichever algorithm made it (Viterbi back-pointers, a k-best
 derivation, an envelope line), is read out by the one yield walk
 (:func:`walk_yield`) and the one edge walk (:func:`walk_edges`); the remaining
-kernels sum a derivation's features and cut sub-forests. Every kernel takes
+kernels sum a derivation's features, cut sub-forests and check a forest's arrays
+(:func:`first_fault`, for :class:`~minismt.hypergraph.Hypergraph`). Every kernel takes
 edges with any number of tails.
 
 Arrays follow :class:`minismt.hypergraph.Hypergraph`: node ``v``'s incoming
