@@ -184,23 +184,6 @@ def transition_cache(size: int = TRANSITION_CACHE_SIZE) -> np.ndarray:
 LN10 = math.log(10.0)
 
 
-@njit(cache=True)
-def gather_ranges(flat, offsets, rows):
-    """``flat[offsets[r]:offsets[r+1]]`` for r in ``rows``, concatenated (rows < 0 give nothing)."""
-    total = 0
-    for r in rows:
-        if r >= 0:
-            total += offsets[r + 1] - offsets[r]
-    out = np.empty(total, flat.dtype)
-    p = 0
-    for r in rows:
-        if r >= 0:
-            for i in range(offsets[r], offsets[r + 1]):
-                out[p] = flat[i]
-                p += 1
-    return out
-
-
 @njit(cache=True, inline="always")
 def _phrase_hash(h, word):
     """Hash chain of a source phrase, extended by one word (:func:`source_hashes`)."""

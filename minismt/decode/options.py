@@ -30,6 +30,7 @@ import numpy as np
 from minismt.corpus import Vocabulary
 from minismt.decode import _kernels
 from minismt.decode.model import FEATURE_NAMES, PhraseModel
+from minismt.extract.phrase_table import take_ranges
 
 LOG_FLOOR = -100.0  # Moses' LOWEST_SCORE
 UNKNOWN_WORD_SCORE = -100.0  # Moses' UnknownWordPenalty feature value per copied word
@@ -85,10 +86,8 @@ class TranslationOptions:
     def take(self, keep: np.ndarray, max_length: int) -> "TranslationOptions":
         """The options at the (sorted) indices ``keep``, re-indexed by span."""
         keep = np.asarray(keep, dtype=np.int64)
-        tgt = _kernels.gather_ranges(self.tgt, self.tgt_offsets, keep)
-        lm_ids = _kernels.gather_ranges(self.lm_ids, self.tgt_offsets, keep)
-        offsets = np.zeros(keep.shape[0] + 1, dtype=np.int64)
-        np.cumsum(np.diff(self.tgt_offsets)[keep], out=offsets[1:])
+        tgt, offsets = take_ranges(self.tgt, self.tgt_offsets, keep)
+        lm_ids, _ = take_ranges(self.lm_ids, self.tgt_offsets, keep)
         start, end = self.start[keep], self.end[keep]
         span_lo, span_hi = _span_index(self.length, max_length, start, end)
         return TranslationOptions(self.length, start, end, self.row[keep], offsets, tgt, lm_ids,
@@ -142,7 +141,7 @@ def collect_options(model: PhraseModel, tokens: list[str], vocab: Vocabulary, we
     np.cumsum(tgt_len, out=offsets[1:])
     tgt = np.empty(offsets[-1], dtype=np.int32)
     lm_ids = np.empty(offsets[-1], dtype=np.int32)
-    known_words = _kernels.gather_ranges(table.tgt_words, table.tgt_offsets, table_rows)
+    known_words, _ = take_ranges(table.tgt_words, table.tgt_offsets, table_rows)
     n_known = known_words.shape[0]
     tgt[:n_known] = known_words
     lm_ids[:n_known] = model.tgt_to_lm[known_words]

@@ -26,6 +26,7 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from minismt.errors import InputError
+from minismt.extract.phrases import gather_ranges
 from minismt.features import FeatureSpace
 from minismt.io import atomic_write
 from minismt.kbest import _kernels
@@ -326,15 +327,17 @@ class KBest:
         text_base = np.concatenate([[0], np.cumsum([p.text.shape[0] for p in parts])])
         starts = np.concatenate([p.text_offsets[:-1] + text_base[k] for k, p in enumerate(parts)])
         ends = np.concatenate([p.text_offsets[1:] + text_base[k] for k, p in enumerate(parts)])
-        text, text_offsets = _gather_ranges(text_all, starts[global_rows], ends[global_rows])
+        text, text_offsets = gather_ranges(text_all, starts[global_rows], (ends - starts)[global_rows])
         sp_all_idx = np.concatenate([p.indices for p in parts])
         sp_all_val = np.concatenate([p.values for p in parts])
         sp_base = np.concatenate([[0], np.cumsum([p.indices.shape[0] for p in parts])])
         sp_starts = np.concatenate([p.indptr[:-1] + sp_base[k] for k, p in enumerate(parts)])
         sp_ends = np.concatenate([p.indptr[1:] + sp_base[k] for k, p in enumerate(parts)])
-        sp_pos, indptr = _gather_positions(sp_starts[global_rows], sp_ends[global_rows])
-        return KBest(space, offsets, features, text, text_offsets, indptr, sp_all_idx[sp_pos],
-                     sp_all_val[sp_pos], stats, sentence_ids, iterations)
+        sp_lengths = (sp_ends - sp_starts)[global_rows]
+        sp_idx, indptr = gather_ranges(sp_all_idx, sp_starts[global_rows], sp_lengths)
+        sp_val, _ = gather_ranges(sp_all_val, sp_starts[global_rows], sp_lengths)
+        return KBest(space, offsets, features, text, text_offsets, indptr, sp_idx, sp_val, stats, sentence_ids,
+                     iterations)
 
     # ---- storage (no pickle) ---------------------------------------------------------
     def save(self, path) -> None:
@@ -369,22 +372,6 @@ class KBest:
                 zipfile.BadZipFile, zlib.error) as err:
             raise InputError(f"not a k-best list saved by minismt ({type(err).__name__}: {err})",
                              path) from None
-
-
-def _gather_positions(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Positions covered by the ranges ``[starts[k], ends[k])`` in order, and their offsets."""
-    lengths = (ends - starts).astype(np.int64)
-    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
-    total = int(offsets[-1])
-    if total == 0:
-        return np.zeros(0, dtype=np.int64), offsets
-    positions = np.arange(total, dtype=np.int64) - np.repeat(offsets[:-1] - starts, lengths)
-    return positions, offsets
-
-
-def _gather_ranges(buffer: np.ndarray, starts, ends) -> tuple[np.ndarray, np.ndarray]:
-    positions, offsets = _gather_positions(np.asarray(starts), np.asarray(ends))
-    return buffer[positions], offsets
 
 
 class KBestBuilder:
