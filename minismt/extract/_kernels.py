@@ -47,6 +47,33 @@ SET_CODES = _set_codes()
 
 
 @njit(cache=True)
+def range_positions(starts, lengths):
+    """The positions of the ranges ``starts[k] .. starts[k] + lengths[k] - 1``, in order, and the
+    ranges' offsets among them (:func:`minismt.extract.phrases.gather_ranges`)."""
+    n = lengths.shape[0]
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    for k in range(n):
+        offsets[k + 1] = offsets[k] + lengths[k]
+    positions = np.empty(offsets[n], dtype=np.int64)
+    for k in range(n):
+        for i in range(lengths[k]):
+            positions[offsets[k] + i] = starts[k] + i
+    return positions, offsets
+
+
+@njit(cache=True)
+def row_positions(offsets, rows):
+    """:func:`range_positions` of the rows ``offsets[r]:offsets[r+1]`` for r in ``rows``
+    (:func:`minismt.extract.phrase_table.take_ranges`)."""
+    starts = np.empty(rows.shape[0], dtype=np.int64)
+    lengths = np.empty(rows.shape[0], dtype=np.int64)
+    for k in range(rows.shape[0]):
+        starts[k] = offsets[rows[k]]
+        lengths[k] = offsets[rows[k] + 1] - starts[k]
+    return range_positions(starts, lengths)
+
+
+@njit(cache=True)
 def _is_aligned(matrix, n_src, n_tgt, f, e):
     """Moses ``isAligned``: the corners (-1, -1) and (I, J) count as aligned."""
     if f == -1 and e == -1:

@@ -45,8 +45,7 @@ from minismt.corpus import Vocabulary
 from minismt.errors import InputError
 from minismt.io import atomic_write
 from minismt.extract import _kernels
-from minismt.extract.phrases import (byte_order_ids, byte_order_ranks, gather_ranges,
-                                     unique_spans)
+from minismt.extract.phrases import byte_order_ids, byte_order_ranks, unique_spans
 
 FORMAT = "minismt-phrase-table"
 VERSION = 1
@@ -59,9 +58,9 @@ REORDERING_NAMES = ("backward-mono", "backward-swap", "backward-discontinuous",
 def take_ranges(flat: np.ndarray, offsets: np.ndarray, order: np.ndarray):
     """Ranges ``flat[offsets[k]:offsets[k+1]]`` for k in ``order``, concatenated, and their offsets
     (the work is in the ranges taken, not in the table's size)."""
-    order = np.asarray(order, dtype=np.int64)
-    starts = offsets[order]
-    return gather_ranges(flat, starts, offsets[order + 1] - starts)
+    positions, taken_offsets = _kernels.row_positions(np.asarray(offsets, dtype=np.int64),
+                                                      np.asarray(order, dtype=np.int64))
+    return flat[positions], taken_offsets
 
 
 def limit_rows(row_offsets: np.ndarray, p_e_given_f: np.ndarray, table_limit: int | None) -> np.ndarray:

@@ -118,11 +118,8 @@ def check_words(vocabulary: Sequence[str], used: np.ndarray) -> str | None:
 
 
 def gather_ranges(flat: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The ranges ``flat[starts[k]:starts[k] + lengths[k]]`` concatenated (vectorised), and
-    their offsets."""
-    lengths = np.asarray(lengths, dtype=np.int64)
-    offsets = np.zeros(lengths.shape[0] + 1, dtype=np.int64)
-    np.cumsum(lengths, out=offsets[1:])
-    positions = np.arange(int(offsets[-1]), dtype=np.int64) - np.repeat(
-        offsets[:-1] - np.asarray(starts, dtype=np.int64), lengths)
+    """The ranges ``flat[starts[k]:starts[k] + lengths[k]]`` (rows, if ``flat`` has more than one
+    dimension) concatenated, and their offsets."""
+    positions, offsets = _kernels.range_positions(np.asarray(starts, dtype=np.int64),
+                                                  np.asarray(lengths, dtype=np.int64))
     return flat[positions], offsets
