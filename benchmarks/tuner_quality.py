@@ -10,6 +10,10 @@ mode: 200 dev / 200 test sentences, 2 iterations, one run each.
 ``tuner-quality-hard`` and ``tuner-quality-hard-fr-en`` (benchmarks/run.py) are the hard,
 small-data settings of the tuning-quality issue: the model trained on the first 3,000 pairs
 only (9.5% of the de-en and 5.0% of the fr-en dev tokens unknown), 4 iterations, three seeds.
+``tuner-quality-long`` is the hardest: the same 3,000 pairs, and dev and test sentences of 38 words
+(Multi30k's val and test_2016 joined three lines at a time: 338 and 333 lines), where the k-best
+lists of the start say least about the search far from it; without the step search
+(``tuner-quality-long-whole-steps``) MERT's first step fell from 31.35 to 6.70 there (seed 1).
 ``first_step_dev_bleu_change_worst`` is what the first tuning step does to the decoded dev
 BLEU (a collapse is a large negative); ``targets`` checks each tuning-quality target
 (:func:`targets`) and says whether it is met.
@@ -34,6 +38,8 @@ MOSES_MERT_TEST, MOSES_KBMIRA_TEST, MOSES_UNTUNED_TEST = 39.99, 40.36, 39.93
 SEED_RUNS = [("mert", 1), ("mert", 2), ("mert", 3), ("kbmira", 1), ("kbmira", 2), ("kbmira", 3), ("apro", 1),
              ("pro", 1), ("pro", 2), ("pro", 3)]
 """``runs="seeds"``: three seeds of every tuner that samples, one run of deterministic APRO."""
+EVERY_TUNER_RUNS = SEED_RUNS + [("o-oro", 1), ("listmle-te", 1), ("structsvm", 1)]
+"""``runs="every-tuner"``: the seeds, and one run of the online, listwise and structured tuners."""
 DEFAULT_RUNS = SEED_RUNS + [("apro", 2)]
 """The seeds, and APRO once more: its two runs must give identical weights."""
 QUICK_RUNS = [("mert", 0), ("kbmira", 0), ("apro", 0), ("pro", 0)]
@@ -47,7 +53,8 @@ DECODER_PARAMS = ("sparse_features", "word_pair_vocabulary")
 def run(quick: bool = False, iterations: int = 6, stack: int = 100, jobs: int = 2,
         corpus: str = "multi30k-de-en", runs=None, partial_json: str | None = None,
         test_every_iteration: bool = True, max_train: int | None = None, kbest: int = 100,
-        quick_sentences: int = 200, model_kind: str = "phrase", test_2017: bool = False) -> dict:
+        quick_sentences: int = 200, model_kind: str = "phrase", test_2017: bool = False, join: int = 1,
+        step_search: str | None = None) -> dict:
     """Train on ``corpus``, tune with each ``(tuner, seed[, params])`` of ``runs``, decode test with the weights
     of every iteration (or, without ``test_every_iteration``, only with the final ones).
 
@@ -61,6 +68,8 @@ def run(quick: bool = False, iterations: int = 6, stack: int = 100, jobs: int = 
     ``model_kind``: "phrase" or "hiero" (``minismt train --hiero`` on the HMM alignment, as Moses' Hiero
     anchor, with grammars for dev, test_2016 and test_2017; decoded by minismt's chart decoder).
     ``test_2017``: also decode test_2017 with every run's final weights, and both test sets untuned.
+    ``join``: dev and test sentences are ``join`` consecutive lines joined (long sentences; see :func:`prepare`).
+    ``step_search``: the tuning loop's (:class:`~tuners.loop.TuningRun`; None: its default).
     """
     from minismt.decode import DecoderSettings
     from minismt.io import read_lines
@@ -69,7 +78,7 @@ def run(quick: bool = False, iterations: int = 6, stack: int = 100, jobs: int = 
     if quick:
         iterations = 2
     with tempfile.TemporaryDirectory() as tmp:
-        data, model = prepare(corpus, Path(tmp), max_train, model_kind, quick_sentences if quick else None)
+        data, model = prepare(corpus, Path(tmp), max_train, model_kind, quick_sentences if quick else None, join)
         dev_src, dev_ref = read_lines(data / "dev.src"), read_lines(data / "dev.tgt")
         known = {w for line in read_lines(data / "train.src") for w in line.split()}
         dev_tokens = [w for line in dev_src for w in line.split()]
@@ -86,6 +95,8 @@ def run(quick: bool = False, iterations: int = 6, stack: int = 100, jobs: int = 
         untuned = None
         if runs is None or runs == "seeds":
             runs = QUICK_RUNS if quick else DEFAULT_RUNS if runs is None else SEED_RUNS
+        elif runs == "every-tuner":
+            runs = QUICK_RUNS if quick else EVERY_TUNER_RUNS
         results = _earlier_runs(partial_json)
         done = {(r["tuner"], r["seed"]) for r in results}
         for spec in runs:
@@ -104,7 +115,7 @@ def run(quick: bool = False, iterations: int = 6, stack: int = 100, jobs: int = 
             run_dir = Path(tmp) / f"run-{len(results)}"
             started = time.perf_counter()
             tuning = TuningRun(decoder, [[r] for r in dev_ref], tuner, run_dir, max_iter=iterations,
-                               seed=seed, tuner_params=params, accumulate=accumulate)
+                               seed=seed, tuner_params=params, accumulate=accumulate, step_search=step_search)
             final = tuning.run(decoder.default_weights)
             seconds = time.perf_counter() - started
             decoder.close()
@@ -115,7 +126,13 @@ def run(quick: bool = False, iterations: int = 6, stack: int = 100, jobs: int = 
                 if test_every_iteration and weights not in test_bleu:
                     test_bleu[weights] = _test_bleu(model, weights, decoder.space, test_src, test_ref, settings)
                 per_iteration.append({"iteration": record.iteration, "dev_bleu": round(100 * record.dev_bleu, 2),
-                                      "test_bleu": test_bleu.get(weights, (None,))[0], "seconds": record.seconds})
+                                      "test_bleu": test_bleu.get(weights, (None,))[0], "seconds": record.seconds,
+                                      "dev_length_ratio": record.dev_length_ratio,
+                                      "tuned_kbest_bleu": round(100 * record.tuned_bleu, 2),
+                                      "tuned_length_ratio": record.tuned_length_ratio, "step": record.step,
+                                      "step_bleu": None if record.step is None else round(100 * record.step_bleu, 2),
+                                      "full_step_bleu": None if record.step is None
+                                      else round(100 * record.full_step_bleu, 2)})
             final_key = tuple(float(x) for x in final)
             if final_key not in test_bleu:
                 test_bleu[final_key] = _test_bleu(model, final_key, decoder.space, test_src, test_ref, settings)
@@ -140,6 +157,7 @@ def run(quick: bool = False, iterations: int = 6, stack: int = 100, jobs: int = 
     goals = targets(summary, full_corpus=max_train is None and not quick and model_kind == "phrase")
     extra = {"untuned_test_bleu": untuned} if untuned is not None else {}
     return {"corpus": corpus, "model": model_kind, **extra, "train_pairs": max_train or "all", "unknown_dev_tokens": unknown,
+            "lines_joined": join, "step_search": step_search or "forest",
             "dev_sentences": len(dev_src), "test_sentences": len(test_src), "iterations": iterations,
             "stack": stack, "summary": summary, "targets": goals,
             "targets_met": f"{sum(g['met'] for g in goals.values())} of {len(goals)}", "runs": results,
@@ -156,15 +174,25 @@ def _earlier_runs(partial_json: str | None) -> list[dict]:
 
 
 def prepare(corpus: str, folder: Path, max_train: int | None = None,
-            model_kind: str = "phrase", max_eval: int | None = None) -> tuple[Path, Path]:
+            model_kind: str = "phrase", max_eval: int | None = None, join: int = 1) -> tuple[Path, Path]:
     """Fetch ``corpus`` (from ../shared; its first ``max_train`` training pairs, the first ``max_eval``
     dev and test sentences) into ``folder/data`` and train a 4-gram model in ``folder/model``
-    (``model_kind`` "hiero": a Hiero model on the HMM alignment with grammars for dev, test and test2017)."""
+    (``model_kind`` "hiero": a Hiero model on the HMM alignment with grammars for dev, test and test2017).
+    ``join`` > 1: each dev and test sentence (and reference) is ``join`` consecutive lines joined by a space,
+    an incomplete last group left out (Multi30k's 1,014 val lines give 338 dev sentences, test_2016's 1,000
+    lines 333)."""
     from corpora.fetch import fetch
     from minismt.io import read_lines
     from minismt.train import Trainer, TrainingConfig
     data, model = folder / "data", folder / "model"
     fetch(corpus, data, from_dir=MULTI30K, progress=False, max_train=max_train)
+    if join > 1:
+        for name in ("dev", "test", "test2017"):
+            for side in ("src", "tgt"):
+                path = data / f"{name}.{side}"
+                lines = read_lines(path)
+                joined = [" ".join(lines[i:i + join]) for i in range(0, len(lines) - join + 1, join)]
+                path.write_text("".join(line + "\n" for line in joined), encoding="utf-8")
     if max_eval is not None:
         for name in ("dev", "test", "test2017"):
             for side in ("src", "tgt"):
@@ -280,7 +308,8 @@ def _sparse_record(space, final: np.ndarray, tuning, run_dir: Path) -> dict:
     import hashlib
     n = space.n_dense
     with open(run_dir / "checkpoint.json", encoding="utf-8") as handle:
-        last = json.load(handle)["weights"]  # the tuner's last output, which no decode scored
+        state = json.load(handle)
+    last = state.get("tuner_weights") or state["weights"]  # the tuner's last output, which no decode scored
     tuned = [record.weights for record in tuning.history[1:]] + [last]
     nonzero = np.flatnonzero(final[n:]) + n
     largest = sorted(nonzero.tolist(), key=lambda i: -abs(final[i]))[:10]

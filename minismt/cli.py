@@ -396,7 +396,8 @@ def _tune_command(args) -> int:
     options = dict(accumulate=args.accumulate, reset_after=args.reset_after, iterations=args.iterations,
                    seed=args.seed, keep=args.keep, lowercase=args.lowercase, params=tuner_params,
                    on_iteration=lambda line: print(line, flush=True), fix=_patterns(args.fix),
-                   free=_patterns(args.free), forest_prune=args.forest_prune)
+                   free=_patterns(args.free), forest_prune=args.forest_prune, step_search=args.step_search,
+                   decode_norm=args.decode_norm)
     references = list(zip(*ref_sets))
     if args.decoder == "minismt":
         if not args.model:
@@ -490,6 +491,19 @@ def _add_tune(sub) -> None:
                    help="hypergraph tuners: tune on the N x (reference words) edges of each forest with the "
                         "best max-marginal under the decoding weights, as Moses' kbmira --hg-prune; 0: the whole "
                         "forest; default: 50 with --decoder moses (as Moses), else 0")
+    p.add_argument("--step-search", choices=["forest", "none"], default=None,
+                   help="how far each iteration moves from the weights it decoded with towards the tuner's: "
+                        "'forest', to the point of that step whose translations in the dev set's search graphs "
+                        "(pruned to 50 edges per reference word) have the best corpus BLEU, an exact line search "
+                        "(the lattice line search of Macherey et al. 2008): a step whose weights the k-best lists "
+                        "reward but the search does not is cut short; 'none', all the way. Default: 'forest' "
+                        "with --decoder minismt for every tuner that does not fit on forests, else 'none'")
+    p.add_argument("--decode-norm", choices=["l1", "none"], default=None,
+                   help="'l1': decode every tuned weight vector scaled to an L1 norm of 1, as mert-moses.pl does: "
+                        "the ranking of translations does not depend on the scale, the search's threshold "
+                        "pruning does (weights that grow prune ever harder); not done when a fixed feature has "
+                        "a non-zero weight. 'none': the tuner's weights as they are. Default: 'l1' for the "
+                        "n-best tuners (mert, pro, apro, kbmira, listwise, structsvm), else 'none'")
     p.add_argument("--keep-forests", action="store_true",
                    help="--decoder moses|cdec with a hypergraph tuner: keep every decode's forests in "
                         "RUN_DIR/decoder/decode.N/hypergraphs (by default each is deleted once read)")

@@ -220,16 +220,16 @@ def test_a_killed_run_does_not_resume_as_a_hybrid(system, tmp_path, capsys, monk
     from tuners.devdecoder import MinismtDevDecoder
     data, model = system
     run = tmp_path / "run"
-    decode = MinismtDevDecoder.decode
+    decode = MinismtDevDecoder.decode_with_forests  # the step search's decode (MERT's default with minismt)
 
     def interrupted(self, weights, iteration):
         if iteration == 1:
             raise KeyboardInterrupt
         return decode(self, weights, iteration)
 
-    monkeypatch.setattr(MinismtDevDecoder, "decode", interrupted)
+    monkeypatch.setattr(MinismtDevDecoder, "decode_with_forests", interrupted)
     assert main(tune_args(data, model, run, "mert")) == 130
-    monkeypatch.setattr(MinismtDevDecoder, "decode", decode)
+    monkeypatch.setattr(MinismtDevDecoder, "decode_with_forests", decode)
     assert not json.loads((run / "checkpoint.json").read_text())["done"]
     capsys.readouterr()
     one_error(capsys, tune_args(data, model, run, "kbmira"), 'tuner: "mert" -> "kbmira"')

@@ -31,6 +31,8 @@ class DevDecoder(ABC):
     capabilities are explicit, each a flag the decoder sets and the method it then overrides:
 
     - ``outputs_forests``, :meth:`decode_hypergraphs`: every dev sentence's forest (hypergraph tuners);
+    - ``decodes_with_forests``, :meth:`decode_with_forests`: the k-best lists and the forests of one decode
+      (the tuning loop's step search);
     - ``forces``, :meth:`force`: forced decoding to the references (StructSVM's reference features);
     - ``decodes_batches``, :meth:`decode_batches`: sentence subsets under several weights (online tuners).
 
@@ -41,6 +43,7 @@ class DevDecoder(ABC):
 
     space: FeatureSpace
     outputs_forests = False
+    decodes_with_forests = False
     forces = False
     decodes_batches = False
     default_forest_prune = 0
@@ -62,6 +65,11 @@ class DevDecoder(ABC):
         """The forest of every dev sentence under ``weights`` and its Viterbi string."""
         raise InputError(f"{type(self).__name__} does not output hypergraphs",
                          expected="a decoder with forests (minismt's, Moses', cdec's)")
+
+    def decode_with_forests(self, weights: np.ndarray, iteration: int) -> tuple[KBest, list[str], list]:
+        """What :meth:`decode` returns and the forest of every dev sentence, from one decode."""
+        raise InputError(f"{type(self).__name__} does not output k-best lists and forests from one decode",
+                         expected="minismt's decoder for the forest step search (--step-search none otherwise)")
 
     def force(self, weights: np.ndarray, references: Sequence[str], iteration: int) -> KBest:
         """The derivations of each reference (forced decoding)."""
@@ -92,7 +100,7 @@ class MinismtDevDecoder(DevDecoder):
     limits the word pairs to the most frequent words (both are in :meth:`identity`).
     """
 
-    outputs_forests = forces = decodes_batches = True
+    outputs_forests = decodes_with_forests = forces = decodes_batches = True
 
     def __init__(self, model_dir: str, sentences: Sequence[str], settings: DecoderSettings | None = None,
                  executor: Executor | None = None, progress: bool = False, **options):
@@ -149,9 +157,21 @@ class MinismtDevDecoder(DevDecoder):
     def decode(self, weights: np.ndarray, iteration: int) -> tuple[KBest, list[str]]:
         outputs = decode_corpus(self._job(weights), self.sentences, executor=self._executor(),
                                 jobs=self.settings.jobs, progress=self.progress)
+        return self._kbest(outputs, iteration), [o.best for o in outputs]
+
+    def decode_with_forests(self, weights: np.ndarray, iteration: int) -> tuple[KBest, list[str], list]:
+        """The k-best lists, the 1-best and the search graphs of one decode (the k-best lists come from the
+        search graphs, so they are the graphs' best distinct derivations)."""
+        outputs = decode_corpus(self._job(weights, return_hypergraph=True), self.sentences,
+                                executor=self._executor(), jobs=self.settings.jobs, progress=self.progress)
+        kbest = self._kbest(outputs, iteration)
+        graphs = [Hypergraph.from_portable(o.hypergraph, self.space, self.vocab) for o in outputs]
+        return kbest, [o.best for o in outputs], graphs
+
+    def _kbest(self, outputs, iteration: int) -> KBest:
         kbest = kbest_of([o.kbest for o in outputs], self.space)
         kbest.iterations[:] = iteration
-        return kbest, [o.best for o in outputs]
+        return kbest
 
     def decode_hypergraphs(self, weights: np.ndarray, iteration: int) -> tuple[list, list[str]]:
         """The search graph of every dev sentence under ``weights`` (hypergraph tuners) and the 1-best,

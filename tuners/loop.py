@@ -67,13 +67,20 @@ from minismt.metrics import BleuReferences, corpus_bleu_from_stats
 from tuners.base import KBestWithReference, Tuner, TunerTags, get_tuner
 from tuners.devdecoder import DevDecoder
 from tuners.fixing import FIXED_COLUMN, FixedFeatures, matches
+from tuners.step import EDGES_PER_REFERENCE_WORD, STEP_SEARCHES, length_ratio, mixed, step_search
 
+DECODE_NORMS = ("l1", "none")
 CHECKPOINT = "checkpoint.json"
 SETTINGS = "run.json"
 
 
 @dataclass
 class IterationRecord:
+    """One decoding iteration: the weights it decoded with, the decoded dev BLEU and output/reference length
+    ratio, the tuner's result on the tuning data (BLEU and length ratio of its weights' best hypotheses) and,
+    with a step search, the part ``step`` of the tuner's step taken and the search graphs' BLEU there
+    (``step_bleu``) and at the tuner's weights (``full_step_bleu``)."""
+
     iteration: int
     dev_bleu: float
     tuned_bleu: float
@@ -81,6 +88,11 @@ class IterationRecord:
     new_hypotheses: int
     seconds: float
     weights: list[float] = field(default_factory=list)
+    dev_length_ratio: float | None = None
+    tuned_length_ratio: float | None = None
+    step: float | None = None
+    step_bleu: float | None = None
+    full_step_bleu: float | None = None
 
 
 class TuningRun:
@@ -107,13 +119,26 @@ class TuningRun:
         edges of highest max-marginal under the decoding weights (Moses' ``kbmira --hg-prune``, 50 there;
         :meth:`Hypergraph.prune_to`); 0 keeps the whole forest; None: the decoder's
         ``default_forest_prune`` (Moses' driver 50, as Moses; cdec's and minismt's 0).
+    decode_norm : ``"l1"``: every weight vector after the first is decoded scaled to an L1 norm of 1, as
+        mert-moses.pl scales every optimiser's weights: the model's ranking does not depend on the scale, but
+        the search's threshold pruning (``beam_threshold``, absolute in score units) does, and weights that
+        grow from iteration to iteration (k-best MIRA's: L1 4.4 to 27.6 in three iterations) prune ever
+        harder. Not done when a fixed feature has a non-zero weight (the fixed weights set the scale).
+        ``"none"``: decode the tuner's weights as they are. None: ``"l1"`` for the n-best tuners, else
+        ``"none"`` (the online and Bayesian tuners take steps and boxes in the weights' own units).
+    step_search : ``"forest"``: an n-best or online tuner's iteration moves to the point of the segment from
+        ``w_t`` to the tuner's weights whose Viterbi translations in the dev set's search graphs have the
+        best corpus BLEU (:mod:`tuners.step`); ``"none"``: to the tuner's weights. None: ``"forest"`` when
+        the decoder gives k-best lists and forests from one decode (minismt's) and the tuner does not fit on
+        forests itself, else ``"none"``.
     """
 
     def __init__(self, decoder: DevDecoder, references: Sequence[Sequence[str]], tuner,
                  run_dir: str | os.PathLike, accumulate: str | None = None, reset_after: int | None = None,
                  max_iter: int = 10, seed: int = 0, return_best: bool = True,
                  lowercase: bool = False, tuner_params: dict | None = None, on_iteration=None,
-                 fix: Sequence[str] = (), free: Sequence[str] = (), forest_prune: int | None = None):
+                 fix: Sequence[str] = (), free: Sequence[str] = (), forest_prune: int | None = None,
+                 step_search: str | None = None, decode_norm: str | None = None):
         self.tags: TunerTags = (tuner if isinstance(tuner, Tuner) else _tuner_class(tuner)).tags
         if accumulate is None:
             accumulate = self.tags.accumulate
@@ -132,6 +157,24 @@ class TuningRun:
             raise InputError(f"forest_prune={forest_prune!r}",
                              expected="an integer >= 0 (edges per reference word; 0: the whole forest)")
         self.forest_prune = forest_prune
+        if step_search is None:
+            step_search = ("forest" if decoder.decodes_with_forests and self.tags.fits_on != "forests"
+                           else "none")
+        if step_search not in STEP_SEARCHES:
+            raise InputError(f"step_search={step_search!r}", expected=" or ".join(map(repr, STEP_SEARCHES)))
+        if step_search == "forest" and self.tags.fits_on == "forests":
+            raise InputError("step_search='forest' with a hypergraph tuner",
+                             expected="'none': a hypergraph tuner chooses its weights on the forests itself")
+        if step_search == "forest" and not decoder.decodes_with_forests:
+            DevDecoder.decode_with_forests(decoder, np.zeros(0), 0)  # the base class's error
+        self.step_search = step_search
+        if decode_norm is None:
+            decode_norm = "l1" if self.tags.fits_on == "kbest" else "none"
+        if decode_norm not in DECODE_NORMS:
+            raise InputError(f"decode_norm={decode_norm!r}", expected=" or ".join(map(repr, DECODE_NORMS)))
+        self.decode_norm = decode_norm
+        self._step_forests: list | None = None  # the step search's forests of this iteration's decode
+        self._tuner_output: np.ndarray | None = None  # the tuner's weights of the last iteration, before the step
         self.reference_words = [max(1, round(sum(len(r.split()) for r in refs) / max(1, len(refs))))
                                 for refs in references]
         refused = [n for n in decoder.space.names if decoder.fixed_by_config(n) and matches(n, self.free)]
@@ -200,6 +243,10 @@ class TuningRun:
             settings["fixed_features"] = {"fix": self.fix, "free": self.free}
         if self.forest_prune:
             settings["forest_prune"] = self.forest_prune
+        if self.step_search != "none":
+            settings["step_search"] = self.step_search
+        if self.decode_norm != "none":
+            settings["decode_norm"] = self.decode_norm
         return json.loads(json.dumps(settings, sort_keys=True, default=str))
 
     def _claim(self) -> None:
@@ -234,6 +281,7 @@ class TuningRun:
         for k, part in enumerate(parts):
             part.save(self._path(f"accumulated.{iteration}.{k}.npz"))
         state = {"iteration": iteration, "weights": [float(x) for x in weights],
+                 "tuner_weights": [float(x) for x in self._tuner_output] if self._tuner_output is not None else None,
                  "space": self.decoder.space.to_json(), "parts": len(parts), "done": done,
                  "history": [r.__dict__ for r in self.history], "seed": self.seed,
                  "accumulate": self.accumulate, "max_iter": self.max_iter, "tuner_state": self.tuner_state}
@@ -327,7 +375,7 @@ class TuningRun:
     def _kbest_iteration(self, tuner: Tuner, weights: np.ndarray, t: int, began: float):
         """An n-best tuner's iteration: fit on the accumulated k-best list (with the forced decoding of the
         references when the tuner needs it and the decoder can force)."""
-        data, dev_bleu, new = self._decode_and_accumulate(weights, t)
+        data, dev, new = self._decode_and_accumulate(weights, t)
         fit_data = self._tuner_kbest(data)
         if self.tags.needs_reference and self.decoder.forces:
             reference = self.decoder.force(weights, self.first_references, t)
@@ -336,17 +384,17 @@ class TuningRun:
                            "references (the others: the hypothesis with the best sentence BLEU+1)")
             fit_data = KBestWithReference(fit_data, self._tuner_kbest(reference))
         w_next = self._run_weights(tuner.fit(fit_data, self._tuner_weights(weights)))
-        return self._record(t, weights, w_next, data, dev_bleu, new, began)
+        return self._record(t, weights, w_next, data, dev, new, began)
 
     def _online_iteration(self, tuner: Tuner, weights: np.ndarray, t: int, began: float):
         """An online tuner's iteration: the dev set decoded and accumulated as for n-best tuners (dev BLEU,
         stopping rule), then one round in which the tuner decodes its own mini-batches, started from the
         previous round's state."""
-        data, dev_bleu, new = self._decode_and_accumulate(weights, t)
+        data, dev, new = self._decode_and_accumulate(weights, t)
         source = _BatchSource(self, t)
         w_next = self._run_weights(tuner.warm_start(self.tuner_state).fit(source, self._tuner_weights(weights)))
         self.tuner_state = tuner.state_
-        return self._record(t, weights, w_next, data, dev_bleu, new, began)
+        return self._record(t, weights, w_next, data, dev, new, began)
 
     def _forest_iteration(self, tuner: Tuner, weights: np.ndarray, t: int, began: float):
         """A hypergraph tuner's iteration: decode forests, tune on the latest ``forest_iterations``
@@ -355,7 +403,7 @@ class TuningRun:
         if not self.decoder.outputs_forests:  # the base class's error, before any decoding
             DevDecoder.decode_hypergraphs(self.decoder, weights, t)
         forests, onebest = self._decode_forests(weights, t)
-        dev_bleu = corpus_bleu_from_stats(self.references.stats(np.arange(len(onebest)), onebest))
+        dev_stats = self.references.stats(np.arange(len(onebest)), onebest).sum(axis=0, dtype=np.int64)
         window = [u for u in range(t - self.tags.forest_iterations + 1, t + 1) if u >= 0]
         self._forests = {u: f for u, f in self._forests.items() if u in window}
         self._forests[t] = forests
@@ -369,10 +417,11 @@ class TuningRun:
         ids = np.concatenate([np.arange(len(self._forests[u])) for u in window])
         data = ForestData(every, ids, self.references)
         w_fit = np.asarray(tuner.fit(data, self._tuner_weights(weights)), dtype=np.float64)
-        w_next = self._run_weights(w_fit)
+        w_next = self._tuner_output = self._run_weights(w_fit)
         edges = sum(f.n_edges for f in forests)
-        self.history.append(IterationRecord(t, dev_bleu, data.bleu(w_fit), edges, edges,
-                                            round(time.perf_counter() - began, 3), [float(x) for x in weights]))
+        self.history.append(IterationRecord(t, corpus_bleu_from_stats(dev_stats), data.bleu(w_fit), edges, edges,
+                                            round(time.perf_counter() - began, 3), [float(x) for x in weights],
+                                            dev_length_ratio=round(length_ratio(dev_stats), 4)))
         return w_next, False
 
     def _decode_forests(self, weights: np.ndarray, t: int) -> tuple[list, list[str]]:
@@ -384,27 +433,59 @@ class TuningRun:
                        for forest, words in zip(forests, self.reference_words)]
         return forests, onebest
 
-    def _decode_and_accumulate(self, weights: np.ndarray, t: int) -> tuple[KBest, float, int]:
-        """Decode the dev set into a k-best list, accumulate it; the tuning data (the accumulated list, an
-        aggregated one for ``aggregate``), the dev BLEU of the 1-best and the number of new hypotheses."""
-        kbest, onebest = self.decoder.decode(weights, t)
+    def _decode_and_accumulate(self, weights: np.ndarray, t: int) -> tuple[KBest, tuple[float, float], int]:
+        """Decode the dev set into a k-best list (with the step search, and its forests), accumulate it; the
+        tuning data (the accumulated list, an aggregated one for ``aggregate``), the dev BLEU and length
+        ratio of the 1-best and the number of new hypotheses."""
+        if self.step_search == "forest":
+            kbest, onebest, forests = self.decoder.decode_with_forests(weights, t)
+            padded = self.decoder.space.start_weights(weights)  # sparse features met in this decode weigh 0
+            self._step_forests = [forest.prune_to(EDGES_PER_REFERENCE_WORD * words, padded)
+                                  for forest, words in zip(forests, self.reference_words)]
+            del forests
+        else:
+            kbest, onebest = self.decoder.decode(weights, t)
         kbest.set_stats(self.references.kbest_stats(kbest))
-        dev_stats = self.references.stats(np.arange(len(onebest)), onebest)
-        dev_bleu = corpus_bleu_from_stats(dev_stats)
+        dev_stats = self.references.stats(np.arange(len(onebest)), onebest).sum(axis=0, dtype=np.int64)
+        dev = (corpus_bleu_from_stats(dev_stats), length_ratio(dev_stats))
         if self.reset_after and t > 0 and t % self.reset_after == 0:
             self._accumulated = None
         new = _new_hypotheses(self._accumulated, kbest)
         self._accumulated = self._accumulate(self._accumulated, kbest)
         data = KBest.aggregate(self._accumulated) if isinstance(self._accumulated, list) else self._accumulated
-        return data, dev_bleu, new
+        return data, dev, new
 
-    def _record(self, t: int, weights: np.ndarray, w_next, data: KBest, dev_bleu: float, new: int,
+    def _record(self, t: int, weights: np.ndarray, w_next, data: KBest, dev: tuple[float, float], new: int,
                 began: float) -> tuple[np.ndarray, bool]:
-        """Record a k-best iteration; converged when decoding added no new hypothesis (after the first)."""
+        """Record a k-best or online iteration, after the step search (if any) from ``weights`` towards the
+        tuner's ``w_next``; converged when decoding added no new hypothesis (after the first)."""
         w_next = np.asarray(w_next, dtype=np.float64)
-        self.history.append(IterationRecord(t, dev_bleu, data.bleu(w_next), data.n_hypotheses, new,
-                                            round(time.perf_counter() - began, 3), [float(x) for x in weights]))
+        tuned = data.corpus_stats(data.model_best(w_next))
+        record = IterationRecord(t, dev[0], corpus_bleu_from_stats(tuned), data.n_hypotheses, new, 0.0,
+                                 [float(x) for x in weights], dev_length_ratio=round(dev[1], 4),
+                                 tuned_length_ratio=round(length_ratio(tuned), 4))
+        self._tuner_output = w_next
+        if self.step_search == "forest":
+            # between weights of one L1 norm (when they may be scaled), so that rho is the share of the turn
+            target = self._decoding_scale(w_next, like=weights)
+            forests = ForestData(self._step_forests, np.arange(len(self._step_forests)), self.references)
+            step = step_search(forests, weights, target)
+            self._step_forests = None
+            record.step, record.step_bleu, record.full_step_bleu = step.rho, step.bleu, step.full_bleu
+            w_next = mixed(weights, target, step.rho)
+        w_next = self._decoding_scale(w_next)
+        record.seconds = round(time.perf_counter() - began, 3)
+        self.history.append(record)
         return w_next, t > 0 and new == 0
+
+    def _decoding_scale(self, weights: np.ndarray, like: np.ndarray | None = None) -> np.ndarray:
+        """``weights`` scaled to an L1 norm of 1 (or to that of ``like``) if ``decode_norm`` says so and no fixed
+        feature has a non-zero weight: the same ranking of every translation."""
+        if self.decode_norm == "none" or (self.view.active and self.view.has_column):
+            return weights
+        total = float(np.abs(weights).sum())
+        norm = 1.0 if like is None else float(np.abs(like).sum())
+        return weights * (norm / total) if total > 0 and norm > 0 else weights
 
     def _accumulate(self, accumulated, kbest: KBest):
         if self.accumulate == "none" or accumulated is None:
@@ -415,14 +496,22 @@ class TuningRun:
 
     def _log(self, record: IterationRecord, forests: bool = False) -> None:
         """One line per iteration in ``tune.log`` (for a hypergraph tuner ``hypotheses`` are the edges of
-        the iteration's forests)."""
+        the iteration's forests): the decoded dev BLEU and length ratio, the tuner's BLEU and length ratio on
+        its data, and the step search's part of the tuner's step with the search graphs' BLEU."""
+        def ratio(value):
+            return f", length ratio {value:.3f}" if value is not None else ""
+
         size = (f"tuned BLEU on the forests {100 * record.tuned_bleu:.2f}, {record.hypotheses} forest edges"
-                if forests else f"tuned BLEU on the k-best {100 * record.tuned_bleu:.2f}, {record.hypotheses} "
-                f"hypotheses ({record.new_hypotheses} new)")
+                if forests else f"tuned BLEU on the k-best {100 * record.tuned_bleu:.2f}"
+                f"{ratio(record.tuned_length_ratio)}, {record.hypotheses} hypotheses ({record.new_hypotheses} new)")
+        step = ""
+        if record.step is not None:
+            step = (f"; step {record.step:.3g} of the tuner's (search-graph BLEU {100 * record.step_bleu:.2f} there"
+                    + (f", {100 * record.full_step_bleu:.2f} at the tuner's weights)" if record.step < 1 else ")"))
         previous = [r for r in self.history if r.iteration < record.iteration]
         change = f" ({100 * (record.dev_bleu - previous[-1].dev_bleu):+.2f})" if previous else ""
-        self._log_line(f"iteration {record.iteration}: decoded dev BLEU {100 * record.dev_bleu:.2f}{change}, "
-                       f"{size}, {record.seconds:.1f} s")
+        self._log_line(f"iteration {record.iteration}: decoded dev BLEU {100 * record.dev_bleu:.2f}{change}"
+                       f"{ratio(record.dev_length_ratio)}; {size}{step}; {record.seconds:.1f} s")
 
     def _log_line(self, line: str) -> None:
         """Append a line to ``tune.log`` and pass it to ``on_iteration``."""

@@ -201,6 +201,13 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "lowercase": Key(False, _bool, "case-insensitive BLEU while tuning"),
         "fix": Key([], _feature_patterns, "features whose weights stay at the untuned values (names or shell "
                    "patterns, as minismt tune --fix); the tuners still count them in every score"),
+        "step_search": Key(None, _str(optional=True, choices=("forest", "none")),
+                           "how far an iteration moves towards its tuner's weights: 'forest' (the point of the "
+                           "step with the best BLEU on the dev set's search graphs, minismt tune --step-search; "
+                           "the default for every tuner that does not fit on forests) or 'none' (the whole step)"),
+        "decode_norm": Key(None, _str(optional=True, choices=("l1", "none")),
+                           "'l1': decode every tuned weight vector scaled to an L1 norm of 1, as mert-moses.pl "
+                           "(minismt tune --decode-norm; the default for the n-best tuners) or 'none'"),
         "jobs": Key(DecoderSettings.jobs, _int(1), "decoding processes per tuning run (does not change results)"),
         "parallel": Key(1, _int(1), "tuning runs at the same time, each in its own process "
                         "(does not change results)"),

@@ -472,8 +472,9 @@ def bleu_by_tuner_figure(report: dict):
 def error_surface(run_dir: str, feature: str, points: int = SURFACE_POINTS) -> dict:
     """Corpus BLEU (%) of the model-best of a run's final accumulated k-best list along one weight.
 
-    The weights are the tuner's output on that list (the checkpoint's), so x = 0 is where the
-    tuner stopped; ``x`` spans 3 times the larger of the weight and the mean absolute weight on
+    The weights are the tuner's output on that list (the checkpoint's ``tuner_weights``; the run's next
+    weights, after its step search, in checkpoints that have none), so x = 0 is where the tuner stopped;
+    ``x`` spans 3 times the larger of the weight and the mean absolute weight on
     each side.
     """
     from minismt.features import FeatureSpace
@@ -494,7 +495,7 @@ def error_surface(run_dir: str, feature: str, points: int = SURFACE_POINTS) -> d
         kbest = kbest.merge(part)
     if feature not in space.names:
         raise InputError(f"output.surface_feature = {feature!r}", expected="one of " + ", ".join(space.names))
-    w = np.asarray(state["weights"], dtype=np.float64)
+    w = np.asarray(state.get("tuner_weights") or state["weights"], dtype=np.float64)
     index = space.names.index(feature)
     direction = np.zeros_like(w)
     direction[index] = 1.0

@@ -85,7 +85,8 @@ def _write_step(folder: str, step: str, label: str, key: str, key_parts: dict, s
 
 
 # ---- the tuning run of one (tuner, seed), also run in worker processes ------------------------
-RUN_OPTIONS = ("iterations", "seed", "accumulate", "reset_after", "keep", "lowercase", "params", "fix")
+RUN_OPTIONS = ("iterations", "seed", "accumulate", "reset_after", "keep", "lowercase", "params", "fix",
+               "step_search", "decode_norm")
 """The keys of a tuning run's spec (the pipeline's ``[tune]`` table) that :func:`tuners.runs.tuning_run` takes."""
 
 
@@ -297,6 +298,10 @@ class Pipeline:
                                               "keep", "lowercase")}}
                 if u["fix"]:  # only then, so that the runs of earlier configurations keep their keys
                     parts["fix"] = u["fix"]
+                # always: the step search and the decoding scale (on by default) changed what a run with earlier
+                # keys did
+                parts["step_search"] = u["step_search"]
+                parts["decode_norm"] = u["decode_norm"]
                 key = json_sha256({"step": "tune", "format": STEP_FORMAT, **parts})
                 folder = self.folder("tune", key, tuner)
                 specs.append({"tuner": tuner, "seed": seed, "seeded": seeded, "key_parts": parts, "key": key,
@@ -306,7 +311,8 @@ class Pipeline:
                               "params": params, "jobs": u["jobs"], "label": f"tune {tuner}"
                               + (f" seed {seed}" if seeded else " (no randomness: one run for every seed)"),
                               **{k: u[k] for k in ("iterations", "kbest", "stack", "accumulate", "reset_after",
-                                                   "keep", "lowercase", "fix")}})
+                                                   "keep", "lowercase", "fix", "step_search",
+                                                   "decode_norm")}})
         return specs
 
     def tune(self, corpus: StepOutcome, model: StepOutcome) -> list[dict]:
