@@ -58,6 +58,7 @@ class DecodeJob:
     hypergraph_dir: str | None = None
     hypergraph_writer: Callable | None = None  # writer(result, hypergraph_dir, i); None: DIR/<i>.json.gz
     return_hypergraph: bool = False  # send each search graph back (Hypergraph.to_portable)
+    hypergraph_edges: tuple[int, ...] = ()  # with return_hypergraph: sentence i's graph pruned to [i] edges first
     grammar: str | None = None       # a Hiero model's grammar (the input set's), None for phrase-based
     weights_digest: str = field(init=False, default="")
 
@@ -271,7 +272,10 @@ def decode_chunk(job: DecodeJob, indices: Sequence[int], sentences: Sequence[str
             output.kbest = KBestRows.of(found.texts, found.scores, found.feat_offsets, found.feat_ids,
                                         found.feat_values, decoder.space)
         if job.return_hypergraph:
-            output.hypergraph = result.hypergraph.to_portable()
+            graph = result.hypergraph
+            if job.hypergraph_edges and graph.n_edges > job.hypergraph_edges[index]:
+                graph = graph.prune_to(job.hypergraph_edges[index], decoder.full_weights())
+            output.hypergraph = graph.to_portable()
         if job.hypergraph_writer is not None:
             job.hypergraph_writer(result, job.hypergraph_dir, index)
         elif job.hypergraph_dir is not None:

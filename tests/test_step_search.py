@@ -187,3 +187,26 @@ def test_tuned_weights_are_decoded_at_an_l1_norm_of_one(system, tmp_path, decode
             assert np.abs(w).sum() == pytest.approx(1.0) and np.allclose(w, start / np.abs(start).sum())
         else:
             assert np.allclose(w, 7.0 ** record.iteration * start)
+
+
+def test_forests_pruned_in_the_workers_equal_forests_pruned_after(system):
+    """The step search's forests are pruned where they are decoded (only what is kept travels back): the same
+    forests, array for array, as whole forests pruned afterwards; the k-best lists and 1-best are unchanged."""
+    data, model = system
+    sources = read_lines(data / "dev.src")[:12]
+    decoder = MinismtDevDecoder(str(model), sources, stack_size=30, kbest=20, jobs=2)
+    try:
+        w = decoder.default_weights
+        budgets = [10 * len(s.split()) for s in sources]
+        kbest, onebest, whole = decoder.decode_with_forests(w, 0)
+        kbest_pruned, onebest_pruned, pruned = decoder.decode_with_forests(w, 0, budgets)
+    finally:
+        decoder.close()
+    assert onebest == onebest_pruned and kbest.texts() == kbest_pruned.texts()
+    assert sum(f.n_edges for f in pruned) < sum(f.n_edges for f in whole)
+    for forest, small, budget in zip(whole, pruned, budgets):
+        expected = (forest.prune_to(budget, w) if forest.n_edges > budget else forest).to_portable()
+        got = small.to_portable()
+        assert got.keys() == expected.keys()
+        for key, value in expected.items():
+            assert np.array_equal(got[key], value) if isinstance(value, np.ndarray) else got[key] == value, key

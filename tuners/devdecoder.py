@@ -66,8 +66,11 @@ class DevDecoder(ABC):
         raise InputError(f"{type(self).__name__} does not output hypergraphs",
                          expected="a decoder with forests (minismt's, Moses', cdec's)")
 
-    def decode_with_forests(self, weights: np.ndarray, iteration: int) -> tuple[KBest, list[str], list]:
-        """What :meth:`decode` returns and the forest of every dev sentence, from one decode."""
+    def decode_with_forests(self, weights: np.ndarray, iteration: int,
+                            max_edges: Sequence[int] = ()) -> tuple[KBest, list[str], list]:
+        """What :meth:`decode` returns and the forest of every dev sentence, from one decode; with
+        ``max_edges``, sentence ``i``'s forest may be pruned to its ``max_edges[i]`` edges of highest
+        max-marginal under ``weights`` (:meth:`Hypergraph.prune_to`)."""
         raise InputError(f"{type(self).__name__} does not output k-best lists and forests from one decode",
                          expected="minismt's decoder for the forest step search (--step-search none otherwise)")
 
@@ -159,10 +162,13 @@ class MinismtDevDecoder(DevDecoder):
                                 jobs=self.settings.jobs, progress=self.progress)
         return self._kbest(outputs, iteration), [o.best for o in outputs]
 
-    def decode_with_forests(self, weights: np.ndarray, iteration: int) -> tuple[KBest, list[str], list]:
+    def decode_with_forests(self, weights: np.ndarray, iteration: int,
+                            max_edges: Sequence[int] = ()) -> tuple[KBest, list[str], list]:
         """The k-best lists, the 1-best and the search graphs of one decode (the k-best lists come from the
-        search graphs, so they are the graphs' best distinct derivations)."""
-        outputs = decode_corpus(self._job(weights, return_hypergraph=True), self.sentences,
+        search graphs, so they are the graphs' best distinct derivations); the graphs are pruned to
+        ``max_edges`` in the worker processes, so that only what is kept travels back."""
+        job = self._job(weights, return_hypergraph=True, hypergraph_edges=tuple(int(n) for n in max_edges))
+        outputs = decode_corpus(job, self.sentences,
                                 executor=self._executor(), jobs=self.settings.jobs, progress=self.progress)
         kbest = self._kbest(outputs, iteration)
         graphs = [Hypergraph.from_portable(o.hypergraph, self.space, self.vocab) for o in outputs]

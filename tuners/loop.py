@@ -438,10 +438,11 @@ class TuningRun:
         tuning data (the accumulated list, an aggregated one for ``aggregate``), the dev BLEU and length
         ratio of the 1-best and the number of new hypotheses."""
         if self.step_search == "forest":
-            kbest, onebest, forests = self.decoder.decode_with_forests(weights, t)
+            budgets = [EDGES_PER_REFERENCE_WORD * words for words in self.reference_words]
+            kbest, onebest, forests = self.decoder.decode_with_forests(weights, t, budgets)
             padded = self.decoder.space.start_weights(weights)  # sparse features met in this decode weigh 0
-            self._step_forests = [forest.prune_to(EDGES_PER_REFERENCE_WORD * words, padded)
-                                  for forest, words in zip(forests, self.reference_words)]
+            self._step_forests = [forest if forest.n_edges <= budget else forest.prune_to(budget, padded)
+                                  for forest, budget in zip(forests, budgets)]
             del forests
         else:
             kbest, onebest = self.decoder.decode(weights, t)
