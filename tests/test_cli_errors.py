@@ -222,10 +222,10 @@ def test_a_killed_run_does_not_resume_as_a_hybrid(system, tmp_path, capsys, monk
     run = tmp_path / "run"
     decode = MinismtDevDecoder.decode_with_forests  # the step search's decode (MERT's default with minismt)
 
-    def interrupted(self, weights, iteration):
+    def interrupted(self, weights, iteration, max_edges=()):
         if iteration == 1:
             raise KeyboardInterrupt
-        return decode(self, weights, iteration)
+        return decode(self, weights, iteration, max_edges)
 
     monkeypatch.setattr(MinismtDevDecoder, "decode_with_forests", interrupted)
     assert main(tune_args(data, model, run, "mert")) == 130

@@ -427,10 +427,10 @@ def test_interrupted_sparse_tuning_resumes_to_the_same_weights(system, tmp_path)
     references = [[r] for r in read_lines(data / "dev.tgt")]
 
     class Interrupted(MinismtDevDecoder):
-        def decode_with_forests(self, weights, iteration):  # the step search's decode
+        def decode_with_forests(self, weights, iteration, max_edges=()):  # the step search's decode
             if iteration == 2:
                 raise KeyboardInterrupt
-            return super().decode_with_forests(weights, iteration)
+            return super().decode_with_forests(weights, iteration, max_edges)
 
     def run(decoder_class, run_dir):
         decoder = decoder_class(model_dir, sources, kbest=8, stack_size=30, sparse_features=BOTH)
