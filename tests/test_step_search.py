@@ -150,6 +150,10 @@ def test_the_step_search_is_the_default_with_minismts_decoder(system, tmp_path):
     data, model = system
     assert TuningRun(MinismtDevDecoder(str(model), ["x"]), [["x"]], "mert", tmp_path / "d").step_search == "forest"
     assert TuningRun(MinismtDevDecoder(str(model), ["x"]), [["x"]], "hg-mert", tmp_path / "e").step_search == "none"
+    defaults = {name: TuningRun(MinismtDevDecoder(str(model), ["x"]), [["x"]], name, tmp_path / name).decode_norm
+                for name in ("mert", "kbmira", "listmle-te", "structsvm", "nbl-bo", "o-oro", "hg-mert")}
+    assert defaults == {"mert": "l1", "kbmira": "l1", "listmle-te": "l1", "structsvm": "l1", "nbl-bo": "none",
+                        "o-oro": "none", "hg-mert": "none"}  # NBL-BO's box and the online steps are in weight units
 
 
 class Scaled(Tuner):

@@ -49,12 +49,16 @@ class TunerTags:
         forests ``fit`` gets (1: the current ones; CHG-BO: 2, previous and current).
     accumulate : the loop's default accumulation of k-best lists: ``"merge"``, ``"aggregate"``
         (the listwise tuners) or ``"none"``.
+    scales_weights : whether the loop may decode this tuner's weights scaled to an L1 norm of 1 by default
+        (:class:`~tuners.loop.TuningRun`'s ``decode_norm``): True for the n-best tuners, whose results mean a
+        direction; False where the tuner works in the weights' own units (NBL-BO's box of +-0.1).
     """
 
     fits_on: str = "kbest"
     needs_reference: bool = False
     forest_iterations: int = 1
     accumulate: str = "merge"
+    scales_weights: bool = True
 
     def __post_init__(self):
         if self.fits_on not in FITS_ON:

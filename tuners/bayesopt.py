@@ -453,8 +453,11 @@ class NBLBO(_BayesOptTuner, Tuner):
     """NBL-BO (Miao et al. 2016, Sec. 2): Algorithm 1 on k-best lists: GP-EI search of the dense weights in
     ``w0 +- bound`` maximising the corpus BLEU of the model-best hypotheses of a :class:`KBest`.
 
-    Parameters and attributes as :class:`HGBO`.
+    Parameters and attributes as :class:`HGBO`. Its box is in the weights' own units, so the loop decodes
+    its weights as they are (``scales_weights=False``).
     """
+
+    tags = TunerTags(scales_weights=False)
 
     def fit(self, data: KBest, w0) -> np.ndarray:
         w = self.check_data(data, w0)

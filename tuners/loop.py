@@ -124,8 +124,9 @@ class TuningRun:
         the search's threshold pruning (``beam_threshold``, absolute in score units) does, and weights that
         grow from iteration to iteration (k-best MIRA's: L1 4.4 to 27.6 in three iterations) prune ever
         harder. Not done when a fixed feature has a non-zero weight (the fixed weights set the scale).
-        ``"none"``: decode the tuner's weights as they are. None: ``"l1"`` for the n-best tuners, else
-        ``"none"`` (the online and Bayesian tuners take steps and boxes in the weights' own units).
+        ``"none"``: decode the tuner's weights as they are. None: ``"l1"`` for the n-best tuners (but NBL-BO:
+        :attr:`TunerTags.scales_weights`), else ``"none"`` (the online and Bayesian tuners take steps and
+        boxes in the weights' own units).
     step_search : ``"forest"``: an n-best or online tuner's iteration moves to the point of the segment from
         ``w_t`` to the tuner's weights whose Viterbi translations in the dev set's search graphs have the
         best corpus BLEU (:mod:`tuners.step`); ``"none"``: to the tuner's weights. None: ``"forest"`` when
@@ -169,7 +170,7 @@ class TuningRun:
             DevDecoder.decode_with_forests(decoder, np.zeros(0), 0)  # the base class's error
         self.step_search = step_search
         if decode_norm is None:
-            decode_norm = "l1" if self.tags.fits_on == "kbest" else "none"
+            decode_norm = "l1" if self.tags.fits_on == "kbest" and self.tags.scales_weights else "none"
         if decode_norm not in DECODE_NORMS:
             raise InputError(f"decode_norm={decode_norm!r}", expected=" or ".join(map(repr, DECODE_NORMS)))
         self.decode_norm = decode_norm
