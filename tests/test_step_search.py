@@ -214,3 +214,30 @@ def test_forests_pruned_in_the_workers_equal_forests_pruned_after(system):
         assert got.keys() == expected.keys()
         for key, value in expected.items():
             assert np.array_equal(got[key], value) if isinstance(value, np.ndarray) else got[key] == value, key
+
+
+def test_a_cut_step_teaches_the_list_what_the_tuners_weights_would_choose(system, tmp_path):
+    """When the step is cut short, the search graphs' best translations under the tuner's weights join the
+    merged list: the next fit sees them, as it would after decoding those weights (else MERT proposes the same
+    weights again and the run stands still)."""
+    from tuners.step import EDGES_PER_REFERENCE_WORD
+    data, model = system
+    sources, references = read_lines(data / "dev.src"), read_lines(data / "dev.tgt")
+    decoder = MinismtDevDecoder(str(model), sources, stack_size=30, kbest=20)
+    try:
+        start = decoder.default_weights
+        bad = start.copy()
+        bad[decoder.space.index("LM0_0")], bad[decoder.space.index("WordPenalty0_0")] = 0.0, -10.0
+        run = TuningRun(decoder, [[r] for r in references], Proposal(bad.tolist()), tmp_path / "run", max_iter=1)
+        run.run(start)
+        budgets = [EDGES_PER_REFERENCE_WORD * len(r.split()) for r in references]
+        kbest, _, forests = decoder.decode_with_forests(start, 0, budgets)
+    finally:
+        decoder.close()
+    assert run.history[0].step < 1
+    listed = {(int(s), text) for s, text in zip(np.repeat(run._accumulated.sentence_ids,
+                                                          np.diff(run._accumulated.offsets)),
+                                                run._accumulated.texts())}
+    chosen = {(s, forest.viterbi(bad).text) for s, forest in enumerate(forests)}
+    assert chosen <= listed
+    assert len(listed) > kbest.n_hypotheses  # the list grew beyond the decode's own

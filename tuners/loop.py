@@ -62,7 +62,7 @@ import numpy as np
 from minismt.errors import InputError
 from minismt.hypergraph import ForestData
 from minismt.io import atomic_write, lines_sha256, write_lines
-from minismt.kbest import KBest
+from minismt.kbest import KBest, kbest_of
 from minismt.metrics import BleuReferences, corpus_bleu_from_stats
 from tuners.base import KBestWithReference, Tuner, TunerTags, get_tuner
 from tuners.devdecoder import DevDecoder
@@ -176,6 +176,7 @@ class TuningRun:
         self.decode_norm = decode_norm
         self._step_forests: list | None = None  # the step search's forests of this iteration's decode
         self._tuner_output: np.ndarray | None = None  # the tuner's weights of the last iteration, before the step
+        self._list_size = 1  # the most hypotheses the last decode listed for a sentence
         self.reference_words = [max(1, round(sum(len(r.split()) for r in refs) / max(1, len(refs))))
                                 for refs in references]
         refused = [n for n in decoder.space.names if decoder.fixed_by_config(n) and matches(n, self.free)]
@@ -448,6 +449,7 @@ class TuningRun:
         else:
             kbest, onebest = self.decoder.decode(weights, t)
         kbest.set_stats(self.references.kbest_stats(kbest))
+        self._list_size = max(1, int(np.diff(kbest.offsets).max(initial=0)))
         dev_stats = self.references.stats(np.arange(len(onebest)), onebest).sum(axis=0, dtype=np.int64)
         dev = (corpus_bleu_from_stats(dev_stats), length_ratio(dev_stats))
         if self.reset_after and t > 0 and t % self.reset_after == 0:
@@ -472,6 +474,8 @@ class TuningRun:
             target = self._decoding_scale(w_next, like=weights)
             forests = ForestData(self._step_forests, np.arange(len(self._step_forests)), self.references)
             step = step_search(forests, weights, target)
+            if step.rho < 1.0 and self.accumulate == "merge":
+                self._learn_from_forests(target, t)
             self._step_forests = None
             record.step, record.step_bleu, record.full_step_bleu = step.rho, step.bleu, step.full_bleu
             w_next = mixed(weights, target, step.rho)
@@ -479,6 +483,17 @@ class TuningRun:
         record.seconds = round(time.perf_counter() - began, 3)
         self.history.append(record)
         return w_next, t > 0 and new == 0
+
+    def _learn_from_forests(self, target: np.ndarray, t: int) -> None:
+        """A step cut short: the search graphs' best distinct translations under the tuner's weights join the
+        merged list (as many per sentence as the decode listed), so that the next fit sees what its weights
+        would choose, as a decode at them would show it, and does not propose them again unseen."""
+        target = self.decoder.space.start_weights(target)
+        lists = [forest.kbest(self._list_size, target, distinct=True).rows() for forest in self._step_forests]
+        extra = kbest_of(lists, self.decoder.space)
+        extra.iterations[:] = t
+        extra.set_stats(self.references.kbest_stats(extra))
+        self._accumulated = self._accumulated.merge(extra)
 
     def _decoding_scale(self, weights: np.ndarray, like: np.ndarray | None = None) -> np.ndarray:
         """``weights`` scaled to an L1 norm of 1 (or to that of ``like``) if ``decode_norm`` says so and no fixed
