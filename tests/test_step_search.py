@@ -235,9 +235,13 @@ def test_a_cut_step_teaches_the_list_what_the_tuners_weights_would_choose(system
     finally:
         decoder.close()
     assert run.history[0].step < 1
-    listed = {(int(s), text) for s, text in zip(np.repeat(run._accumulated.sentence_ids,
-                                                          np.diff(run._accumulated.offsets)),
-                                                run._accumulated.texts())}
+    learned = run._learned  # merged into the list at the next decode (saved with the checkpoint until then)
+    listed = {(int(s), text) for s, text in zip(np.repeat(learned.sentence_ids, np.diff(learned.offsets)),
+                                                learned.texts())}
     chosen = {(s, forest.viterbi(bad).text) for s, forest in enumerate(forests)}
     assert chosen <= listed
-    assert len(listed) > kbest.n_hypotheses  # the list grew beyond the decode's own
+    assert run._accumulated.merge(learned).n_hypotheses > kbest.n_hypotheses  # new to the list
+    resumed = TuningRun(MinismtDevDecoder(str(model), sources), [[r] for r in references], Proposal(bad.tolist()),
+                        tmp_path / "run", max_iter=1)
+    resumed._load()
+    assert resumed._learned.texts() == learned.texts()

@@ -9,9 +9,12 @@ Moses and cdec plugins provide others) and any registered n-best tuner:
    ``aggregate`` (each iteration's list kept as its own instances, for listwise
    tuners) or ``none`` (this iteration's list only), optionally starting afresh
    every ``reset_after`` iterations (the APRO paper's reset),
-3. ``w_{t+1} = tuner.fit(accumulated, w_t)`` with the tuner seeded by
-   (seed, t),
-4. write a checkpoint (weights, accumulated list, history) atomically.
+3. ``w' = tuner.fit(accumulated, w_t)`` with the tuner seeded by (seed, t),
+4. the step search (``step_search="forest"``, :mod:`tuners.step`; minismt's decoder gives the dev set's
+   search graphs with its k-best lists): ``w_{t+1} = w_t + rho (w' - w_t)`` with the ``rho`` in [0, 1]
+   whose translations in the search graphs have the best BLEU; a step cut short adds the graphs' best
+   translations under ``w'`` to the merged list; ``w_{t+1}`` scaled to an L1 norm of 1 (``decode_norm``),
+5. write a checkpoint (weights, accumulated list, history) atomically.
 
 That is the k-best iteration. The tuner's class declares in its
 :class:`~tuners.base.TunerTags` what it fits on, and the run picks one of
@@ -177,6 +180,7 @@ class TuningRun:
         self._step_forests: list | None = None  # the step search's forests of this iteration's decode
         self._tuner_output: np.ndarray | None = None  # the tuner's weights of the last iteration, before the step
         self._list_size = 1  # the most hypotheses the last decode listed for a sentence
+        self._learned: KBest | None = None  # the search graphs' translations under a cut step's tuner weights
         self.reference_words = [max(1, round(sum(len(r.split()) for r in refs) / max(1, len(refs))))
                                 for refs in references]
         refused = [n for n in decoder.space.names if decoder.fixed_by_config(n) and matches(n, self.free)]
@@ -282,11 +286,14 @@ class TuningRun:
         parts = accumulated if isinstance(accumulated, list) else ([accumulated] if accumulated else [])
         for k, part in enumerate(parts):
             part.save(self._path(f"accumulated.{iteration}.{k}.npz"))
+        if self._learned is not None:
+            self._learned.save(self._path(f"accumulated.{iteration}.learned.npz"))
         state = {"iteration": iteration, "weights": [float(x) for x in weights],
                  "tuner_weights": [float(x) for x in self._tuner_output] if self._tuner_output is not None else None,
                  "space": self.decoder.space.to_json(), "parts": len(parts), "done": done,
                  "history": [r.__dict__ for r in self.history], "seed": self.seed,
-                 "accumulate": self.accumulate, "max_iter": self.max_iter, "tuner_state": self.tuner_state}
+                 "accumulate": self.accumulate, "max_iter": self.max_iter, "tuner_state": self.tuner_state,
+                 "learned": self._learned is not None}
         with atomic_write(self._path(CHECKPOINT)) as out:
             json.dump(state, out)
         for name in os.listdir(self.run_dir):  # older iterations' lists are no longer needed
@@ -310,6 +317,8 @@ class TuningRun:
                  for k in range(state["parts"])]
         self.history = [IterationRecord(**r) for r in state["history"]]
         self.tuner_state = state.get("tuner_state")
+        if state.get("learned"):
+            self._learned = KBest.load(self._path(f"accumulated.{state['iteration']}.learned.npz"), self.decoder.space)
         return state, parts
 
     def _restore_space(self, saved: dict, path: str) -> None:
@@ -454,6 +463,9 @@ class TuningRun:
         dev = (corpus_bleu_from_stats(dev_stats), length_ratio(dev_stats))
         if self.reset_after and t > 0 and t % self.reset_after == 0:
             self._accumulated = None
+        elif self._learned is not None and self._accumulated is not None:
+            self._accumulated = self._accumulated.merge(self._learned)
+        self._learned = None
         new = _new_hypotheses(self._accumulated, kbest)
         self._accumulated = self._accumulate(self._accumulated, kbest)
         data = KBest.aggregate(self._accumulated) if isinstance(self._accumulated, list) else self._accumulated
@@ -493,7 +505,7 @@ class TuningRun:
         extra = kbest_of(lists, self.decoder.space)
         extra.iterations[:] = t
         extra.set_stats(self.references.kbest_stats(extra))
-        self._accumulated = self._accumulated.merge(extra)
+        self._learned = extra  # merged at the next decode: the checkpoint's list stays the one the tuner fit on
 
     def _decoding_scale(self, weights: np.ndarray, like: np.ndarray | None = None) -> np.ndarray:
         """``weights`` scaled to an L1 norm of 1 (or to that of ``like``) if ``decode_norm`` says so and no fixed

@@ -19,9 +19,14 @@ own step) wins. At ``rho = 0`` the graphs' Viterbi translations are the decoded 
 point never scores below the dev BLEU of ``w_t`` on the graphs.
 
 The graphs are pruned to :data:`EDGES_PER_REFERENCE_WORD` edges per reference word by max-marginal under
-``w_t`` (Moses' ``kbmira --hg-prune``): on the setting above a line search then takes 0.9 s instead of
-6.9 s over the whole graphs (4.35M edges), finds the same point (rho 0.856 against 0.858) and still sees
-the fall of the full step (29.20).
+``w_t`` (Moses' ``kbmira --hg-prune``), in the decoding workers: on the setting above a line search then
+takes 0.9 s instead of 6.9 s over the whole graphs (4.35M edges), finds the same point (rho 0.856 against
+0.858) and still sees the fall of the full step (29.20).
+
+The tuning loop (:class:`tuners.loop.TuningRun`) compares ``w_t`` and ``w'`` scaled to one L1 norm, so that
+``rho`` is the share of the turn from one direction to the other; and when it cuts a step short, the
+graphs' best translations under ``w'`` join the merged k-best list, so that the next fit sees what ``w'``
+would choose (as a decode at ``w'`` would show it) instead of proposing it again unseen.
 """
 
 from __future__ import annotations
