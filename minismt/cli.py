@@ -448,7 +448,8 @@ def _add_tune(sub) -> None:
                     "system: --decoder moses|cdec): each iteration "
                     "decodes the dev set into distinct k-best lists, accumulates them across "
                     "iterations (merge, as Moses; aggregate, for listwise tuners; or none), runs "
-                    "the tuner, and checkpoints. Stops after --iterations or when the k-best lists "
+                    "the tuner, moves towards its weights as far as the dev set's search graphs reward "
+                    "(--step-search), and checkpoints. Stops after --iterations or when the k-best lists "
                     "stop changing; writes RUN_DIR/weights.final ('name value' lines; the weights "
                     "with the best dev BLEU unless --keep last), tune.log and history.json. A run "
                     "that was killed resumes from its last checkpoint with the same command.")
@@ -496,7 +497,8 @@ def _add_tune(sub) -> None:
                         "'forest', to the point of that step whose translations in the dev set's search graphs "
                         "(pruned to 50 edges per reference word) have the best corpus BLEU, an exact line search "
                         "(the lattice line search of Macherey et al. 2008): a step whose weights the k-best lists "
-                        "reward but the search does not is cut short; 'none', all the way. Default: 'forest' "
+                        "reward but the search does not is cut short, and the search graphs' best translations "
+                        "under the tuner's weights join the k-best lists; 'none', all the way. Default: 'forest' "
                         "with --decoder minismt for every tuner that does not fit on forests, else 'none'")
     p.add_argument("--decode-norm", choices=["l1", "none"], default=None,
                    help="'l1': decode every tuned weight vector scaled to an L1 norm of 1, as mert-moses.pl does: "
