@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import shared_path
+
 RUN = Path(__file__).resolve().parents[1] / "benchmarks" / "run.py"
 
 
@@ -176,6 +178,7 @@ def test_curves_scale_cuts_a_curve_far_above_the_others(tmp_path):
 def test_tuning_benchmark_resumes_from_its_partial_json(tmp_path):
     """Runs already in ``--partial-json`` (same tuner label and seed) are kept and not run again; the others
     are run and added to the file."""
+    shared_path("corpora", "multi30k")  # the benchmark trains on Multi30k's first pairs
     sys.path.insert(0, str(RUN.parent))
     import tuner_quality
 
