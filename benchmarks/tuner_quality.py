@@ -318,7 +318,7 @@ def _test_bleu(model, weights, space, test_src, test_ref, settings) -> tuple[flo
     dev decoder's search and sparse features (1-best only), and its length ratio (output / reference words:
     below 1 the brevity penalty ``exp(1 - 1 / ratio)`` scales the BLEU down)."""
     from dataclasses import replace
-    from minismt.metrics import HYP_LEN, REF_LEN, BleuReferences, corpus_bleu_from_stats
+    from minismt.metrics import BleuReferences, corpus_bleu_from_stats, length_ratio
     from minismt.manifest import load_manifest
     from minismt.parallel import DecodeJob, decode_corpus, named_weights
     grammar = None
@@ -329,7 +329,7 @@ def _test_bleu(model, weights, space, test_src, test_ref, settings) -> tuple[flo
                     grammar=grammar)
     output = [o.best for o in decode_corpus(job, test_src, jobs=settings.jobs)]
     stats = BleuReferences([[r] for r in test_ref]).stats(np.arange(len(output)), output).sum(axis=0, dtype=np.int64)
-    return round(100 * corpus_bleu_from_stats(stats), 2), round(float(stats[HYP_LEN] / stats[REF_LEN]), 4)
+    return round(100 * corpus_bleu_from_stats(stats), 2), round(length_ratio(stats), 4)
 
 
 def _sparse_record(space, final: np.ndarray, tuning, run_dir: Path) -> dict:

@@ -66,11 +66,11 @@ from minismt.errors import InputError
 from minismt.hypergraph import ForestData
 from minismt.io import atomic_write, lines_sha256, write_lines
 from minismt.kbest import KBest, kbest_of
-from minismt.metrics import BleuReferences, corpus_bleu_from_stats
+from minismt.metrics import BleuReferences, corpus_bleu_from_stats, length_ratio
 from tuners.base import KBestWithReference, Tuner, TunerTags, get_tuner
 from tuners.devdecoder import DevDecoder
 from tuners.fixing import FIXED_COLUMN, FixedFeatures, matches
-from tuners.step import EDGES_PER_REFERENCE_WORD, STEP_SEARCHES, length_ratio, mixed, step_search
+from tuners.step import EDGES_PER_REFERENCE_WORD, STEP_SEARCHES, mixed, step_search
 
 DECODE_NORMS = ("l1", "none")
 CHECKPOINT = "checkpoint.json"

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from minismt.hypergraph import ForestData
-from minismt.metrics import HYP_LEN, REF_LEN, corpus_bleu_from_stats
+from minismt.metrics import corpus_bleu_from_stats, length_ratio
 from tuners import hgmert
 
 EDGES_PER_REFERENCE_WORD = 50
@@ -55,11 +55,6 @@ class Step:
     length_ratio: float
     full_bleu: float
     full_length_ratio: float
-
-
-def length_ratio(stats: np.ndarray) -> float:
-    """Output words over reference words of summed BLEU statistics (below 1 the brevity penalty applies)."""
-    return float(stats[HYP_LEN]) / max(1.0, float(stats[REF_LEN]))
 
 
 def step_search(data: ForestData, w_now, w_next, smooth: str = "exp") -> Step:

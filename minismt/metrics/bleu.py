@@ -53,6 +53,15 @@ def corpus_bleu_from_stats(stats, smooth: str = "exp") -> float:
     return float(_kernels.bleu_from_sums(stats.astype(np.float64), _SMOOTH[smooth]))
 
 
+def length_ratio(stats) -> float:
+    """Output words over reference words of BLEU statistics (one summed row, or ``[N, 9]`` summed here): below 1
+    the brevity penalty applies."""
+    stats = np.asarray(stats)
+    if stats.ndim == 2:
+        stats = stats.sum(axis=0, dtype=np.int64)
+    return float(stats[HYP_LEN]) / max(1.0, float(stats[REF_LEN]))
+
+
 def sentence_bleu(stats, *, smooth_unigram: bool = False, smooth_bp: bool = False,
                   ref_scale: float = 1.0, unclipped_bp: bool = False) -> np.ndarray:
     """Sentence BLEU+1 in [0, 1] of each row of ``stats`` (``[N, 9]`` or one row).
