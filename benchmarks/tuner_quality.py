@@ -44,6 +44,14 @@ SEED_RUNS = [("mert", 1), ("mert", 2), ("mert", 3), ("kbmira", 1), ("kbmira", 2)
 """``runs="seeds"``: three seeds of every tuner that samples, one run of deterministic APRO."""
 EVERY_TUNER_RUNS = SEED_RUNS + [("o-oro", 1), ("listmle-te", 1), ("structsvm", 1)]
 """``runs="every-tuner"``: the seeds, and one run of the online, listwise and structured tuners."""
+SAMPLING_TUNERS = ("mert", "kbmira", "pro", "oro", "o-oro", "listnet", "listnet-te", "listmle", "listmle-top5",
+                   "listmle-te", "nbl-bo")
+"""The tuners whose runs depend on the seed (random starts, sampled pairs, shuffled instances or mini-batches)."""
+ALL_TUNER_RUNS = ([(tuner, seed) for tuner in SAMPLING_TUNERS for seed in (1, 2, 3)]
+                  + [("apro", 1), ("structsvm", 1)])
+"""``runs="all-tuners"``: every tuner that fits on k-best lists or decodes its own batches (the tuners the step
+search serves), three seeds each, and one run of the two deterministic ones (APRO, StructSVM: their seed is
+unused). The forest tuners (hg-mert and the BO family on forests) fit on the search graphs themselves."""
 DEFAULT_RUNS = SEED_RUNS + [("apro", 2)]
 """The seeds, and APRO once more: its two runs must give identical weights."""
 QUICK_RUNS = [("mert", 0), ("kbmira", 0), ("apro", 0), ("pro", 0)]
@@ -102,6 +110,8 @@ def run(quick: bool = False, iterations: int = 6, stack: int = 100, jobs: int = 
             runs = QUICK_RUNS if quick else DEFAULT_RUNS if runs is None else SEED_RUNS
         elif runs == "every-tuner":
             runs = QUICK_RUNS if quick else EVERY_TUNER_RUNS
+        elif runs == "all-tuners":
+            runs = QUICK_RUNS if quick else ALL_TUNER_RUNS
         results = _earlier_runs(partial_json)
         done = {(r["tuner"], r["seed"]) for r in results}
         for spec in runs:

@@ -499,7 +499,8 @@ def _add_tune(sub) -> None:
                         "(the lattice line search of Macherey et al. 2008): a step whose weights the k-best lists "
                         "reward but the search does not is cut short, and the search graphs' best translations "
                         "under the tuner's weights join the k-best lists; 'none', all the way. Default: 'forest' "
-                        "with --decoder minismt for every tuner that does not fit on forests, else 'none'")
+                        "for every tuner that does not fit on forests (with --decoder moses|cdec, each decode then "
+                        "writes the k-best lists and the search graphs in one run), else 'none'")
     p.add_argument("--decode-norm", choices=["l1", "none"], default=None,
                    help="'l1': decode every tuned weight vector scaled to an L1 norm of 1, as mert-moses.pl does: "
                         "the ranking of translations does not depend on the scale, the search's threshold "

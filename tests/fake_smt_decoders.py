@@ -8,7 +8,8 @@ real Moses n-best list (the pool; each input line is found in SRC) with the
 weights it was given and prints the K best as Moses would, and the 1-best on
 stdout; in hypergraph mode it copies the real Moses hypergraphs of the input
 sentences. ``... cdec --pool KBEST [--pool KBEST] --src SRC [--forests DIR] -c INI -w
-WEIGHTS -i INPUT (-k K -r | -O DIR)`` does the same with cdec k-best lists and JSON forests.
+WEIGHTS -i INPUT [-k K -r] [-O DIR]`` does the same with cdec k-best lists and JSON forests. Given both,
+each writes the k-best lists and the forests from one run, as the real programs do.
 
 ``... moses ... -config INI -show-weights`` prints the weights as Moses does: ``Name UNTUNEABLE`` for a
 producer whose ``[feature]`` line says ``tuneable=false`` (and UnknownWordPenalty, untuneable by
@@ -192,6 +193,8 @@ def main(argv: list[str]) -> int:
             else:
                 shutil.copy(os.path.join(source_dir, f"{sentence}.json"),
                             os.path.join(hypergraph_dir[2], f"{local}.json"))
+    with_kbest = _option(argv, "-n-best-list", 3) if kind == "moses" else _option(argv, "-k")
+    if hypergraph_dir and hypergraph_dir[2] and not with_kbest:
         print("\n".join(best))
     elif kind == "moses":
         with open(_option(argv, "-n-best-list", 3)[0], "w", encoding="utf-8") as out:

@@ -90,7 +90,8 @@ def test_moses_driver_tunes_through_the_command_line(tmp_path, capsys):
     run_dir = tmp_path / "run"
     status = cli(["tune", "--decoder", "moses", "--decoder-cmd", _quote(command), "--config", str(ini),
                   "--dev-src", str(folder / "dev20.src"), "--dev-ref", str(folder / "dev20.ref"),
-                  "--tuner", "mert", "--iterations", "3", "--seed", "1", "--run-dir", str(run_dir), "--quiet"])
+                  "--tuner", "mert", "--iterations", "3", "--seed", "1", "--run-dir", str(run_dir), "--quiet",
+                  "--step-search", "none"])  # the fixture has search graphs of 5 of the 20 sentences
     assert status == 0
     out = capsys.readouterr().out
     assert "tuned moses configuration written" in out
@@ -145,8 +146,11 @@ def test_cdec_driver_tunes_through_the_command_line(tmp_path, capsys):
     assert list(tuned) == list(read_cdec_weights(folder / "weights.init"))
     final = dict(line.split() for line in (run_dir / "weights.final").read_text().splitlines())
     assert tuned == {name: float(v) for name, v in final.items()}
-    done = (run_dir / "decoder" / "decode.0" / "done.json").read_text()
-    assert '"-k", "100", "-r"' in done
+    history = json.loads((run_dir / "checkpoint.json").read_text())["history"]
+    assert all(record["step"] is not None for record in history)   # the step search, on cdec's forests
+    kbest = read_lines(run_dir / "decoder" / "decode.0" / "stdout")  # -k 100 -r: the lists on stdout
+    assert kbest[0].startswith("0 ||| ") and len(kbest) > len(read_lines(folder / "dev.src"))
+    assert not (run_dir / "decoder" / "decode.0" / "hypergraphs").exists()  # forests deleted once read
 
 
 def test_cdec_forests_are_read(tmp_path):
@@ -186,18 +190,20 @@ def test_decoder_failures_are_reported_and_the_run_resumes(tmp_path, monkeypatch
         def decoder(work):
             return CdecDevDecoder(command, folder / "cdec.ini", folder / "weights.init", sources, work, kbest=20)
     references = [[r] for r in refs]
+    step_search = "none" if kind == "moses" else None  # Moses' fixture has search graphs of 5 of its 20 sentences
+    options = dict(max_iter=3, seed=3, step_search=step_search)
     clean = decoder(tmp_path / "clean")
-    expected = TuningRun(clean, references, "kbmira", tmp_path / "a", max_iter=3, seed=3).run(clean.default_weights)
+    expected = TuningRun(clean, references, "kbmira", tmp_path / "a", **options).run(clean.default_weights)
     monkeypatch.setenv("FAKE_FAIL", f"{mode}:2")
     monkeypatch.setenv("FAKE_COUNTER", str(tmp_path / "calls"))
     failing = decoder(tmp_path / "work")
     with pytest.raises(InputError, match=message) as caught:
-        TuningRun(failing, references, "kbmira", tmp_path / "b", max_iter=3, seed=3).run(failing.default_weights)
+        TuningRun(failing, references, "kbmira", tmp_path / "b", **options).run(failing.default_weights)
     assert "decode.1" in str(caught.value)
     checkpoint = json.loads((tmp_path / "b" / "checkpoint.json").read_text())
     assert checkpoint["iteration"] == 0 and len(checkpoint["history"]) == 1   # iteration 0 is kept
     resumed = decoder(tmp_path / "work")
-    run = TuningRun(resumed, references, "kbmira", tmp_path / "b", max_iter=3, seed=3)
+    run = TuningRun(resumed, references, "kbmira", tmp_path / "b", **options)
     assert np.array_equal(run.run(resumed.default_weights), expected)
     assert int((tmp_path / "calls").read_text()) == 1 + len(run.history)  # iteration 0 was not decoded again
 
@@ -214,6 +220,36 @@ def test_finished_decodes_are_not_rerun(tmp_path, monkeypatch):
     assert first.n_hypotheses == again.n_hypotheses
     decoder.decode(decoder.default_weights * 2, 0)              # other weights: decoded again
     assert (tmp_path / "calls").read_text() == "2"
+
+
+@pytest.mark.parametrize("kind", ["moses", "cdec"])
+def test_the_step_search_takes_lists_and_forests_from_one_program_run(kind, tmp_path, monkeypatch):
+    """With an n-best tuner the loop's default step search asks each driver for the k-best lists and the forests
+    of one decode: one program run per iteration writes both (Moses: -n-best-list with
+    -output-search-graph-hypergraph; cdec: -k -r with -O), every iteration records its step, and the forests are
+    deleted once read."""
+    if kind == "moses":
+        folder, command = _moses_fixture()
+        hypergraphs = folder / "hypergraphs"  # the first 5 dev sentences' search graphs
+        sources, refs = read_lines(hypergraphs / "dev5.src"), read_lines(hypergraphs / "dev5.ref")
+        decoder = MosesDevDecoder(command, folder / "moses.untuned.ini", sources, tmp_path / "w", kbest=20)
+    else:
+        folder, command = _cdec_fixture()
+        sources, refs = read_lines(folder / "dev.src"), read_lines(folder / "dev.refs")
+        decoder = CdecDevDecoder(command, folder / "cdec.ini", folder / "weights.init", sources, tmp_path / "w",
+                                 kbest=20)
+    monkeypatch.setenv("FAKE_FAIL", "exit:99")
+    monkeypatch.setenv("FAKE_COUNTER", str(tmp_path / "calls"))
+    run = TuningRun(decoder, [[r] for r in refs], "mert", tmp_path / "run", max_iter=2, seed=1)
+    assert run.step_search == "forest"
+    run.run(decoder.default_weights)
+    assert int((tmp_path / "calls").read_text()) == len(run.history) == 2
+    assert all(record.step is not None and 0.0 <= record.step <= 1.0 for record in run.history)
+    for t in range(2):
+        done = tmp_path / "w" / f"decode.{t}"
+        assert not (done / "hypergraphs").exists() and not (done / "done.json").exists()
+        listed = read_lines(done / ("nbest" if kind == "moses" else "stdout"))
+        assert {int(line.split(" ||| ")[0]) for line in listed} == set(range(len(sources)))
 
 
 def test_online_tuner_through_a_command_decoder(tmp_path):
@@ -303,6 +339,8 @@ def test_real_moses_tuned_ini_decodes_to_the_reported_dev_bleu(tuner, moses_syst
                              "-threads", "1"], capture_output=True, text=True, check=True).stdout.splitlines()
     references = [[r] for r in read_lines(data / "dev.tgt")]
     assert corpus_bleu(output, references) == pytest.approx(reported, abs=1e-12)
+    steps = [r["step"] for r in json.loads((run_dir / "checkpoint.json").read_text())["history"]]
+    assert all(step is None for step in steps) if tuner == "hg-mert" else all(0 <= step <= 1 for step in steps)
 
 
 class _ForestRandomSearch(Tuner):
@@ -448,6 +486,29 @@ def test_forest_pruning_keeps_the_viterbi_and_few_edges(tmp_path):
     assert TuningRun(decoder, refs, "hg-mert", tmp_path / "default").forest_prune == 50  # Moses' driver: as Moses
     with pytest.raises(InputError, match="forest_prune=-1"):
         TuningRun(decoder, refs, "hg-mert", tmp_path / "bad", forest_prune=-1)
+
+
+def test_real_cdec_step_search_decodes_lists_and_forests_in_one_run(tmp_path, monkeypatch):
+    """minismt tune --decoder cdec with MERT on the real cdec (decode_nc): each iteration's one cdec run prints
+    the 100-best lists and writes the binary forests the step search reads; the tuned weights file, decoded by
+    cdec, gives exactly the best dev BLEU the run reported."""
+    command = real_cdec()
+    system = tmp_path / "system"
+    shutil.copytree(shared_path("fixtures", "cdec", "decode_nc"), system)
+    monkeypatch.chdir(system)
+    run_dir = tmp_path / "run"
+    assert cli(["tune", "--decoder", "cdec", "--decoder-cmd", command, "--config", "cdec.run.ini", "--init",
+                "weights.init", "--dev-src", "dev.src", "--dev-ref", "dev.refs", "--tuner", "mert", "--iterations",
+                "2", "--seed", "1", "--run-dir", str(run_dir), "--quiet"]) == 0
+    history = json.loads((run_dir / "checkpoint.json").read_text())["history"]
+    assert len(history) == 2 and all(0 <= r["step"] <= 1 and r["step_bleu"] is not None for r in history)
+    for t in range(2):  # cdec's k-best lines on stdout, its forests read and deleted
+        assert read_lines(run_dir / "decoder" / f"decode.{t}" / "stdout")[0].startswith("0 ||| ")
+    output = subprocess.run([command, "-c", "cdec.run.ini", "-w", str(run_dir / "weights.cdec"), "-i", "dev.src"],
+                            capture_output=True, text=True, check=True).stdout.splitlines()
+    references = [list(r) for r in zip(*[read_lines(system / "dev.refs")])]
+    assert corpus_bleu(output, references) == pytest.approx(max(r["dev_bleu"] for r in history), abs=1e-12)
+    assert not list(run_dir.rglob("*.bin.gz"))
 
 
 @pytest.mark.parametrize("tuner", ["hg-mert", "hg-bo"])

@@ -260,9 +260,11 @@ class ProgramDevDecoder(DevDecoder):
 
     # ---- hooks ------------------------------------------------------------------------------
     @abstractmethod
-    def _command(self, folder: str, weights: np.ndarray, input_path: str, hypergraph_dir: str | None) -> list[str]:
+    def _command(self, folder: str, weights: np.ndarray, input_path: str, hypergraph_dir: str | None,
+                 kbest: bool = True) -> list[str]:
         """The argument list of one decode (write the weights into ``folder``); stdout goes to
-        ``folder/stdout``. With ``hypergraph_dir`` the program writes its forests there."""
+        ``folder/stdout``. With ``hypergraph_dir`` the program writes its forests there; with ``kbest`` its
+        k-best lists (both from one run when both are asked for)."""
 
     @abstractmethod
     def _read_kbest(self, folder: str, n_sentences: int) -> KBest:
@@ -272,13 +274,16 @@ class ProgramDevDecoder(DevDecoder):
         raise InputError(f"the {self.name} driver reads k-best lists only", expected="an n-best tuner")
 
     # ---- running ----------------------------------------------------------------------------
-    def _run(self, folder: str, weights: np.ndarray, sentences: Sequence[str], hypergraphs: bool) -> str | None:
-        """Run the program on ``sentences`` into ``folder`` unless a finished run is there; returns the
-        forest folder (hypergraph mode)."""
+    def _run(self, folder: str, weights: np.ndarray, sentences: Sequence[str], hypergraphs: bool,
+             kbest: bool = True) -> str | None:
+        """Run the program on ``sentences`` into ``folder`` unless a finished run is there: its k-best lists
+        (``kbest``), its forests (``hypergraphs``) or both from one run; returns the forest folder (None
+        without forests)."""
         hypergraph_dir = os.path.join(folder, "hypergraphs") if hypergraphs else None
+        outputs = "both" if hypergraphs and kbest else hypergraphs
         digest = hashlib.sha256(np.asarray(weights, dtype=np.float64).tobytes()
                                 + "\n".join(sentences).encode("utf-8")
-                                + f"|{self.kbest}|{hypergraphs}".encode()).hexdigest()
+                                + f"|{self.kbest}|{outputs}".encode()).hexdigest()
         marker = os.path.join(folder, "done.json")
         try:
             with open(marker, encoding="utf-8") as handle:
@@ -291,7 +296,7 @@ class ProgramDevDecoder(DevDecoder):
         os.makedirs(hypergraph_dir or folder)
         input_path = os.path.join(folder, "input")
         write_lines(input_path, sentences)
-        argv = self._command(folder, weights, input_path, hypergraph_dir)
+        argv = self._command(folder, weights, input_path, hypergraph_dir, kbest)
         stderr_path = os.path.join(folder, "stderr")
         with open(os.path.join(folder, "stdout"), "wb") as out, open(stderr_path, "wb") as err:
             try:
@@ -344,7 +349,26 @@ class ProgramDevDecoder(DevDecoder):
     def decode_hypergraphs(self, weights: np.ndarray, iteration: int) -> tuple[list, list[str]]:
         """The dev set's forests under ``weights`` (hypergraph tuners) and their Viterbi strings."""
         folder = self._folder(iteration)
-        hypergraph_dir = self._run(folder, weights, self.sentences, hypergraphs=True)
+        hypergraph_dir = self._run(folder, weights, self.sentences, hypergraphs=True, kbest=False)
+        graphs = self._forests(folder, hypergraph_dir)
+        best = [graph.viterbi(weights) for graph in graphs]
+        return graphs, [derivation.text if derivation is not None else "" for derivation in best]
+
+    def decode_with_forests(self, weights: np.ndarray, iteration: int,
+                            max_edges: Sequence[int] = ()) -> tuple[KBest, list[str], list]:
+        """The k-best lists, the program's own 1-best (the first of each list, as :meth:`decode`) and the
+        forests of one program run (Moses: ``-n-best-list`` with ``-output-search-graph-hypergraph``; cdec:
+        ``-k`` with ``-O``); the forests are returned whole (the tuning loop prunes them to ``max_edges``)."""
+        folder = self._folder(iteration)
+        hypergraph_dir = self._run(folder, weights, self.sentences, hypergraphs=True, kbest=True)
+        kbest = self._checked(self._read_kbest(folder, len(self.sentences)), folder)
+        kbest.iterations[:] = iteration
+        graphs = self._forests(folder, hypergraph_dir)
+        return kbest, [kbest.hypothesis(int(r)) for r in kbest.offsets[:-1]], graphs
+
+    def _forests(self, folder: str, hypergraph_dir: str) -> list:
+        """The forests a finished decode in ``folder`` wrote, one per dev sentence; deleted once read (with the
+        decode's ``done.json``, so a resume decodes again) unless :attr:`keep_forests`."""
         graphs = self._read_hypergraphs(hypergraph_dir, len(self.sentences))
         if len(graphs) != len(self.sentences):
             os.unlink(os.path.join(folder, "done.json"))
@@ -353,8 +377,7 @@ class ProgramDevDecoder(DevDecoder):
         if not self.keep_forests:
             os.unlink(os.path.join(folder, "done.json"))
             shutil.rmtree(hypergraph_dir)
-        best = [graph.viterbi(weights) for graph in graphs]
-        return graphs, [derivation.text if derivation is not None else "" for derivation in best]
+        return graphs
 
     def decode_batches(self, requests: Sequence[tuple[np.ndarray, Sequence[int]]],
                        iteration: int) -> list[KBest]:

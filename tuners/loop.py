@@ -133,8 +133,8 @@ class TuningRun:
     step_search : ``"forest"``: an n-best or online tuner's iteration moves to the point of the segment from
         ``w_t`` to the tuner's weights whose Viterbi translations in the dev set's search graphs have the
         best corpus BLEU (:mod:`tuners.step`); ``"none"``: to the tuner's weights. None: ``"forest"`` when
-        the decoder gives k-best lists and forests from one decode (minismt's) and the tuner does not fit on
-        forests itself, else ``"none"``.
+        the decoder gives k-best lists and forests from one decode (minismt's, Moses', cdec's) and the tuner
+        does not fit on forests itself, else ``"none"``.
     """
 
     def __init__(self, decoder: DevDecoder, references: Sequence[Sequence[str]], tuner,

@@ -5,6 +5,7 @@ Every decode runs the user's cdec command, without a shell::
 
     <cdec command> -c cdec.ini -w weights -i input -k K -r > kbest      (k-best tuners)
     <cdec command> -c cdec.ini -w weights -i input -O DIR > 1best       (hypergraph tuners)
+    <cdec command> -c cdec.ini -w weights -i input -k K -r -O DIR > kbest   (both: the step search)
 
 ``weights`` is a cdec weights file (``Name value``); the start weights come from
 one too, and its names are the dense features (in its order) and the features
@@ -41,6 +42,7 @@ class CdecDevDecoder(ProgramDevDecoder):
     """
 
     outputs_forests = True
+    decodes_with_forests = True  # k-best lists and forests from one run: the tuning loop's step search
 
     name = "cdec"
 
@@ -62,13 +64,15 @@ class CdecDevDecoder(ProgramDevDecoder):
         """A feature the start weights file does not name keeps weight 0 (unless freed)."""
         return name not in self.named
 
-    def _command(self, folder, weights, input_path, hypergraph_dir):
+    def _command(self, folder, weights, input_path, hypergraph_dir, kbest=True):
         weights_path = os.path.join(folder, "weights")
         write_cdec_weights(weights_path, self.space.weights_dict(weights, skip_zero_sparse=True))
         argv = self.command + ["-c", self.config, "-w", weights_path, "-i", input_path]
-        if hypergraph_dir is None:
-            return argv + ["-k", str(self.kbest), "-r"]
-        return argv + ["-O", hypergraph_dir]
+        if kbest:
+            argv += ["-k", str(self.kbest), "-r"]
+        if hypergraph_dir is not None:
+            argv += ["-O", hypergraph_dir]
+        return argv
 
     def _read_kbest(self, folder, n_sentences):
         return read_kbest(os.path.join(folder, "stdout"), space=self.space, n_sentences=n_sentences)

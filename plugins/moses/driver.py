@@ -10,7 +10,8 @@ a shell::
 (``-output-search-graph-hypergraph true gz DIR`` instead of the n-best list
 for hypergraph tuners, gzipped as mert-moses.pl asks for them, read by a numba
 reader, deleted once read and pruned to 50 edges per reference word as Moses'
-``kbmira --hg-prune``). The dense features are those of the ``[weight]``
+``kbmira --hg-prune``; both from one run for the tuning loop's step search, which
+moves towards an n-best tuner's weights only as far as the search graphs reward). The dense features are those of the ``[weight]``
 section of moses.ini, named ``Producer_i`` (0-based, as features.dat); the
 start weights are that section's. Sparse features come from the n-best lists
 and go back to Moses in a ``-weight-file`` of ``name value`` lines.
@@ -91,6 +92,7 @@ class MosesDevDecoder(ProgramDevDecoder):
     """
 
     outputs_forests = True
+    decodes_with_forests = True  # k-best lists and forests from one run: the tuning loop's step search
 
     name = "Moses"
 
@@ -128,11 +130,11 @@ class MosesDevDecoder(ProgramDevDecoder):
             argv += ["-weight-file", path]
         return argv
 
-    def _command(self, folder, weights, input_path, hypergraph_dir):
+    def _command(self, folder, weights, input_path, hypergraph_dir, kbest=True):
         argv = self.command + ["-config", self.config] + self._weight_arguments(folder, weights)
-        if hypergraph_dir is None:
+        if kbest:
             argv += ["-n-best-list", os.path.join(folder, "nbest"), str(self.kbest), "distinct"]
-        else:
+        if hypergraph_dir is not None:
             argv += ["-output-search-graph-hypergraph", "true", "gz", hypergraph_dir]
         return argv + ["-input-file", input_path]
 
