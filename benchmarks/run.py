@@ -36,6 +36,7 @@ BENCHMARKS = {
     "apro-scaling": "apro_scaling",
     "decode-speed": "decode_speed",
     "tuner-quality": "tuner_quality",
+    "tuner-quality-fr-en": ("tuner_quality", {"corpus": "multi30k-fr-en"}),
     "tuner-quality-hard": ("tuner_quality", {"max_train": 3000, "iterations": 4, "runs": "seeds"}),
     "tuner-quality-hard-fr-en": ("tuner_quality", {"max_train": 3000, "iterations": 4, "runs": "seeds",
                                                    "corpus": "multi30k-fr-en"}),

@@ -17,7 +17,8 @@ from corpora.cli import add_corpora_command
 from minismt import __version__
 from minismt.decode.settings import DecoderSettings
 from minismt.errors import InputError
-from minismt.io import check_readable_file, check_writable_dir, check_writable_file, read_lines, write_lines
+from minismt.io import (check_readable_file, check_writable_dir, check_writable_file, read_lines, stdin_lines,
+                        write_lines)
 from minismt.manifest import load_manifest
 from minismt.pipeline.cli import add_pipeline_commands
 from minismt.progress import log
@@ -232,18 +233,24 @@ def _decode_command(args) -> int:
                                  beam_threshold=args.beam_threshold, distortion_limit=args.distortion_limit)
     if args.kbest and not args.kbest_out:
         raise InputError("--kbest needs --kbest-out FILE")
+    if args.kbest_out == "-" or (args.output != "-" and args.output == args.kbest_out):
+        raise InputError(f"--kbest-out {args.kbest_out}", expected="a file of its own (not '-' or --output)")
     manifest = load_manifest(args.model)
-    sentences = read_lines(args.input)
+    from_stdin = args.input == "-"
+    sentences = None if from_stdin else read_lines(args.input)
     grammar = None
     if manifest.get("model") == "hiero":
         from minismt.decode.hiero import grammar_for
-        grammar = grammar_for(args.model, sentences, args.input)
+        if sentences is None:  # a Hiero model's grammar is built for a whole input
+            sentences = list(stdin_lines())
+        grammar = grammar_for(args.model, sentences, None if from_stdin else args.input)
     weights = dict(manifest["default_weights"])
     if args.weights:
         given = read_weights(args.weights)
         _check_decode_weights(args.weights, given, settings.sparse_features, manifest["features"])
         weights.update(given)
-    check_writable_file(args.output, "--output")
+    if args.output != "-":
+        check_writable_file(args.output, "--output")
     if args.kbest_out:
         check_writable_file(args.kbest_out, "--kbest-out")
     if args.hypergraph_dir:
@@ -265,13 +272,48 @@ def _decode_command(args) -> int:
     if args.dask_scheduler:
         from distributed import Client  # 0.33 s, only with --dask-scheduler
         executor = Client(args.dask_scheduler).get_executor()
-    outputs = decode_corpus(job, sentences, executor=executor, jobs=settings.jobs, progress=not args.quiet)
-    write_lines(args.output, [o.best for o in outputs])
+    if args.output == "-" or sentences is None:
+        outputs, words = _decode_streaming(job, stdin_lines() if sentences is None else sentences, executor,
+                                           settings.jobs, args.output)
+    else:
+        outputs = decode_corpus(job, sentences, executor=executor, jobs=settings.jobs, progress=not args.quiet)
+        write_lines(args.output, [o.best for o in outputs])
+        words = sum(len(s.split()) for s in sentences)
     if args.kbest:
         write_kbest_nbest(args.kbest_out, kbest_of([o.kbest for o in outputs], space), w)
-    words = sum(len(s.split()) for s in sentences)
-    print(f"decoded {len(sentences)} sentences ({words} words)", file=sys.stderr)
+    print(f"decoded {len(outputs)} sentences ({words} words)", file=sys.stderr)
     return 0
+
+
+def _decode_streaming(job, lines, executor, jobs: int, output: str) -> tuple[list, int]:
+    """Decode ``lines`` as they come (:func:`~minismt.parallel.decode_stream`): with ``output`` '-' each
+    translation is printed and flushed as soon as it and those before it are decoded, else the translations
+    go to the file ``output`` (atomically) at the end. Returns the outputs (for the k-best list) and the
+    number of source words."""
+    from minismt.parallel import decode_stream
+    words = 0
+
+    def counted():
+        nonlocal words
+        for line in lines:
+            words += len(line.split())
+            yield line
+
+    outputs = []
+    stream = decode_stream(job, counted(), executor=executor, jobs=jobs)
+    for sentence in stream:
+        outputs.append(sentence)
+        if output == "-":
+            try:
+                sys.stdout.buffer.write(sentence.best.encode("utf-8") + b"\n")
+                sys.stdout.flush()
+            except BrokenPipeError:  # the reader left (| head): stop decoding, quietly
+                stream.close()
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+                break
+    if output != "-":
+        write_lines(output, [o.best for o in outputs])
+    return outputs, words
 
 
 def _check_decode_weights(path: str, weights: dict, sparse_features: tuple[str, ...],
@@ -312,8 +354,13 @@ def _add_decode(sub) -> None:
                     "graph as a cdec JSON hypergraph. Sentences are decoded in parallel processes "
                     "(--jobs) or on a Dask cluster (--dask-scheduler).")
     p.add_argument("--model", required=True, metavar="MODEL", help="model directory from 'minismt train'")
-    p.add_argument("--input", required=True, metavar="FILE", help="source sentences, tokenised")
-    p.add_argument("--output", required=True, metavar="FILE", help="1-best translations to write")
+    p.add_argument("--input", default="-", metavar="FILE",
+                   help="source sentences, tokenised, one per line; '-' (the default): standard input, each "
+                        "line translated as soon as it is read (a Hiero model reads the whole input first: its "
+                        "grammar is built for a whole input)")
+    p.add_argument("--output", default="-", metavar="FILE",
+                   help="1-best translations to write (atomically, at the end); '-' (the default): standard "
+                        "output, each line printed as soon as it and the lines before it are decoded")
     p.add_argument("--weights", metavar="FILE",
                    help="weights file ('name value' lines); default: the model's untuned weights")
     p.add_argument("--kbest", type=int, default=DecoderSettings.kbest, metavar="K",

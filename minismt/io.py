@@ -8,6 +8,7 @@ import hashlib
 import io
 import json
 import os
+import sys
 import tempfile
 import zlib
 from typing import Iterator
@@ -73,20 +74,35 @@ def iter_raw_lines(path: str | os.PathLike) -> Iterator[tuple[int, str, str]]:
     number = 0
     with open_binary(path) as handle:
         try:
-            for number, raw in enumerate(handle, 1):
-                try:
-                    text = raw.decode("utf-8")
-                except UnicodeDecodeError as err:
-                    raise InputError(f"not UTF-8 at byte {err.start}", path, number,
-                                     "UTF-8 text") from None
-                ending = ""
-                if text.endswith("\n"):
-                    ending, text = "\n", text[:-1]
-                    if text.endswith("\r"):
-                        ending, text = "\r\n", text[:-1]
+            for number, text, ending in _split_lines(handle, path):
                 yield number, text, ending
         except (EOFError, zlib.error, gzip.BadGzipFile) as err:
             raise InputError(f"corrupt gzip stream ({err})", path, number + 1) from None
+
+
+def _split_lines(handle, name: str) -> Iterator[tuple[int, str, str]]:
+    """``(line_number, text, line_ending)`` of each line of a binary stream, read one line at a time (a pipe's
+    line is yielded as soon as it ends); bytes that are not UTF-8 are an :class:`InputError` naming ``name``
+    and the line."""
+    for number, raw in enumerate(iter(handle.readline, b""), 1):
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as err:
+            raise InputError(f"not UTF-8 at byte {err.start}", name, number, "UTF-8 text") from None
+        ending = ""
+        if text.endswith("\n"):
+            ending, text = "\n", text[:-1]
+            if text.endswith("\r"):
+                ending, text = "\r\n", text[:-1]
+        yield number, text, ending
+
+
+def stdin_lines() -> Iterator[str]:
+    """The lines of standard input as they arrive (UTF-8, without line endings or a leading byte-order mark),
+    for ``--input -``: each is yielded as soon as its line ends, so a pipe or a terminal is translated line
+    by line."""
+    for number, text, _ in _split_lines(sys.stdin.buffer, "<stdin>"):
+        yield text[1:] if number == 1 and text.startswith("\ufeff") else text
 
 
 def iter_lines(path: str | os.PathLike) -> Iterator[tuple[int, str]]:

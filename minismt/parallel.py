@@ -22,10 +22,12 @@ from __future__ import annotations
 import hashlib
 import multiprocessing
 import os
+import queue
 import signal
+import threading
 from concurrent.futures import Executor, Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
-from typing import Callable, Mapping, Sequence
+from typing import Callable, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -359,6 +361,58 @@ def decode_corpus(job: DecodeJob, sentences: Sequence[str], executor: Executor |
     """Decode ``sentences`` in order; in this process when ``jobs == 1`` and no executor is given."""
     return decode_requests([(job, range(len(sentences)))], sentences, executor, jobs, chunk_size,
                            progress)[0]
+
+
+def decode_stream(job: DecodeJob, lines: Iterable[str], executor: Executor | None = None, jobs: int = 1,
+                  window: int | None = None) -> Iterator[SentenceOutput]:
+    """Decode ``lines`` as they come (standard input, a pipe), yielding each sentence's output in input order
+    as soon as it and every sentence before it are decoded.
+
+    Here (``jobs <= 1``, no executor) one line is read, decoded and yielded at a time. Otherwise a reader
+    thread submits each line to the executor (the caller's, else a :func:`process_pool` made here) as it is
+    read, at most ``window`` (default ``4 * jobs``) sentences ahead of the one yielded, so a long input is
+    never held in memory and an interactive line is decoded at once. Indices count lines from 0 (a forest
+    written by the job is ``<index>``)."""
+    if executor is None and jobs <= 1:
+        for index, line in enumerate(lines):
+            yield decode_chunk(job, [index], [line])[0]
+        return
+    pool = executor if executor is not None else process_pool(jobs)
+    pending: queue.Queue = queue.Queue(maxsize=max(1, window or 4 * max(jobs, 1)))
+    stop = threading.Event()
+    end = object()
+
+    def read() -> None:
+        try:
+            for index, line in enumerate(lines):
+                if stop.is_set():
+                    return
+                pending.put(pool.submit(decode_chunk, job, [index], [line]))
+        except BaseException as error:  # reading failed: the consumer raises it in order
+            pending.put(error)
+        pending.put(end)
+
+    reader = threading.Thread(target=read, name="decode-stream-reader", daemon=True)
+    reader.start()
+    try:
+        while True:
+            item = pending.get()
+            if item is end:
+                break
+            if isinstance(item, BaseException):
+                raise item
+            yield item.result()[0]
+    except BaseException:
+        stop.set()
+        while not pending.empty():  # let a reader blocked on a full queue see the stop
+            item = pending.get_nowait()
+            if isinstance(item, Future):
+                item.cancel()
+        if executor is None:
+            stop_pool(pool)
+        raise
+    if executor is None:
+        pool.shutdown()
 
 
 def decode_requests(requests: Sequence[tuple[DecodeJob, Sequence[int]]], sentences: Sequence[str],
