@@ -4,6 +4,8 @@
   in topological order with the goal last;
 - Viterbi, inside/outside in the log semiring, posteriors, max-marginals and
   pruning (:mod:`.algorithms`; Goodman 1999, Li & Eisner 2009, as cdec);
+- the first- and second-order expectation semirings (:mod:`.expectations`; Li & Eisner 2009): expectations of
+  edge-local values, expected features and products, the gradient of an expectation, entropy;
 - lazy k-best with a distinct-yield option (:mod:`.derivations`; Huang & Chiang 2005, Alg. 3);
 - :class:`ForestData` (:mod:`.forests`): the forests of a dev set, what hypergraph tuners fit on;
 - cdec's forest formats: today's Boost binary archives (:mod:`.cdec_binary`, its kernel in
@@ -11,7 +13,8 @@
 - networkx and Graphviz DOT export (:mod:`.draw`).
 
 The numba kernels, the forest core, are in :mod:`._kernels` (the traversals in the max-plus and log
-semirings, lazy k-best, the derivation walks), :mod:`._envelope_kernels` (the envelope semiring of
+semirings, lazy k-best, the derivation walks), :mod:`._expectation_kernels` (the traversals in the
+expectation semiring), :mod:`._envelope_kernels` (the envelope semiring of
 hypergraph MERT) and :mod:`._batch_kernels` (the Viterbi BLEU of a dev set's forests, for the BO tuners).
 """
 
