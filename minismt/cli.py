@@ -517,8 +517,9 @@ def _add_tune(sub) -> None:
                    help="the tuner: mert, pro, apro, kbmira (n-best); oro, o-oro (online, decode "
                         "their own mini-batches); listnet, listnet-te, listmle, listmle-top5, "
                         "listmle-te (listwise); structsvm (structured SVM); hg-mert (hypergraph "
-                        "MERT); nbl-bo, hg-bo, chg-bo, hg-rembo (Bayesian optimisation on k-best "
-                        "lists or forests)")
+                        "MERT); minrisk, hg-minrisk (minimum risk: expected BLEU on k-best lists or "
+                        "whole forests); nbl-bo, hg-bo, chg-bo, hg-rembo (Bayesian optimisation on "
+                        "k-best lists or forests)")
     p.add_argument("--run-dir", required=True, metavar="DIR", help="checkpoints, log and weights.final")
     p.add_argument("--init", metavar="FILE",
                    help="start weights ('name value' lines, one for every feature of the model); "

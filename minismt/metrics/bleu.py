@@ -195,6 +195,27 @@ class BleuReferences:
                                   self._len_offsets, out)
         return out
 
+    def in_references(self, sentence: int, grams: Sequence[Sequence[str]]) -> np.ndarray:
+        """bool per n-gram (a tuple of words, orders 1 to 4): whether some reference of ``sentence`` holds it
+        (an unclipped match: what an n-gram adds to the matches when counts are not clipped)."""
+        get = self._vocab[sentence].get
+        keys = np.empty(len(grams), dtype=np.int64)
+        for i, gram in enumerate(grams):
+            key = 0
+            for word in gram:
+                index = get(word.lower() if self.lowercase else word, -1)
+                if index < 0:
+                    key = -1
+                    break
+                key = key * int(_kernels.KEY_BASE) + index + 1
+            keys[i] = key
+        known = self._keys[self._key_offsets[sentence]:self._key_offsets[sentence + 1]]
+        return np.isin(keys, known) & (keys >= 0)
+
+    def reference_lengths(self, sentence: int) -> np.ndarray:
+        """The lengths of ``sentence``'s references (BLEU takes the one closest to the hypothesis length)."""
+        return self._lens[self._len_offsets[sentence]:self._len_offsets[sentence + 1]].copy()
+
     def kbest_stats(self, kbest) -> np.ndarray:
         """Statistics of every hypothesis of a :class:`~minismt.kbest.KBest`."""
         sentence = np.repeat(kbest.sentence_ids, np.diff(kbest.offsets))
