@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import shlex
 import sys
@@ -233,6 +234,9 @@ def _decode_command(args) -> int:
                                  beam_threshold=args.beam_threshold, distortion_limit=args.distortion_limit)
     if args.kbest and not args.kbest_out:
         raise InputError("--kbest needs --kbest-out FILE")
+    _at_least("--mbr-size", args.mbr_size, 1)
+    if not (args.mbr_scale > 0 and math.isfinite(args.mbr_scale)):
+        raise InputError(f"--mbr-scale {args.mbr_scale}", expected="a finite number > 0")
     if args.kbest_out == "-" or (args.output != "-" and args.output == args.kbest_out):
         raise InputError(f"--kbest-out {args.kbest_out}", expected="a file of its own (not '-' or --output)")
     manifest = load_manifest(args.model)
@@ -265,7 +269,8 @@ def _decode_command(args) -> int:
         from plugins.moses.hypergraph import write_decoder_forest
         writer = write_decoder_forest
     job = DecodeJob(args.model, settings, *named_weights(space, w), hypergraph_dir=args.hypergraph_dir,
-                    hypergraph_writer=writer, grammar=grammar)
+                    hypergraph_writer=writer, grammar=grammar, mbr=args.mbr, mbr_size=args.mbr_size,
+                    mbr_scale=args.mbr_scale)
     if args.hypergraph_dir:
         os.makedirs(args.hypergraph_dir, exist_ok=True)
     executor = None
@@ -374,6 +379,16 @@ def _add_decode(sub) -> None:
     p.add_argument("--hypergraph-format", choices=("cdec", "moses"), default="cdec",
                    help="cdec: cdec's JSON forests (default); moses: Moses' search-graph hypergraphs "
                         "(-output-search-graph-hypergraph true gz: what kbmira --type hypergraph reads)")
+    p.add_argument("--mbr", choices=("kbest", "forest"), default=None,
+                   help="translate with the highest expected BLEU instead of the highest score: 'kbest', "
+                        "minimum Bayes risk over the --mbr-size best distinct translations (Kumar & Byrne 2004, "
+                        "Moses -mbr); 'forest', consensus decoding: those candidates against the expected "
+                        "n-gram counts of every derivation of the search graph (DeNero et al. 2009)")
+    p.add_argument("--mbr-size", type=int, default=200, metavar="N",
+                   help="--mbr: the candidates and the k-best evidence (default 200, as Moses' -mbr-size)")
+    p.add_argument("--mbr-scale", type=float, default=1.0, metavar="S",
+                   help="--mbr: the posterior is exp(S * model score), normalised (default 1, as Moses' "
+                        "-mbr-scale)")
     p.add_argument("--stack", type=int, default=DecoderSettings.stack_size, metavar="N",
                    help=f"stack size (default {DecoderSettings.stack_size}, as Moses)")
     p.add_argument("--beam-threshold", type=float, default=DecoderSettings.beam_threshold, metavar="X",

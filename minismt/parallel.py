@@ -20,6 +20,7 @@ after the aligner's kernels) is imported by the process that decodes, when it fi
 from __future__ import annotations
 
 import hashlib
+import math
 import multiprocessing
 import os
 import queue
@@ -62,9 +63,18 @@ class DecodeJob:
     return_hypergraph: bool = False  # send each search graph back (Hypergraph.to_portable)
     hypergraph_edges: tuple[int, ...] = ()  # with return_hypergraph: sentence i's graph pruned to [i] edges first
     grammar: str | None = None       # a Hiero model's grammar (the input set's), None for phrase-based
+    mbr: str | None = None           # "kbest" or "forest": the 1-best is the MBR / consensus choice (decode.mbr)
+    mbr_size: int = 200              # its candidates: the search graph's best distinct translations (Moses' 200)
+    mbr_scale: float = 1.0           # p(d) ~ exp(mbr_scale * w . f(d)) (Moses' -mbr-scale)
     weights_digest: str = field(init=False, default="")
 
     def __post_init__(self):
+        if self.mbr not in (None, "kbest", "forest"):
+            raise InputError(f"mbr={self.mbr!r}", expected="None, 'kbest' or 'forest'")
+        if isinstance(self.mbr_size, bool) or not isinstance(self.mbr_size, int) or self.mbr_size < 1:
+            raise InputError(f"mbr_size={self.mbr_size!r}", expected="an integer >= 1")
+        if not (isinstance(self.mbr_scale, (int, float)) and math.isfinite(self.mbr_scale) and self.mbr_scale > 0):
+            raise InputError(f"mbr_scale={self.mbr_scale!r}", expected="a finite number > 0")
         if isinstance(self.weights, Mapping):
             self.names = tuple(self.weights)
             values = list(self.weights.values())
@@ -269,6 +279,8 @@ def decode_chunk(job: DecodeJob, indices: Sequence[int], sentences: Sequence[str
         output = SentenceOutput(index, result.best, float(result.score), _dense(result.features),
                                 n_nodes=result.hypergraph.n_nodes, n_edges=result.hypergraph.n_edges,
                                 sparse=dict(result.sparse))
+        if job.mbr is not None:
+            _choose_by_mbr(job, decoder, result.hypergraph, output)
         if k > 0:  # the space grows as sentences are decoded: the weights over it as it is now
             found = result.hypergraph.kbest(k, decoder.full_weights(), distinct=distinct)
             output.kbest = KBestRows.of(found.texts, found.scores, found.feat_offsets, found.feat_ids,
@@ -285,6 +297,26 @@ def decode_chunk(job: DecodeJob, indices: Sequence[int], sentences: Sequence[str
             write_cdec_json(result.hypergraph, os.path.join(job.hypergraph_dir, f"{index}.json.gz"))
         outputs.append(output)
     return outputs
+
+
+def _choose_by_mbr(job: DecodeJob, decoder, graph, output: SentenceOutput) -> None:
+    """Replace the output's 1-best (text, score, features) by the MBR or consensus choice among the graph's
+    ``job.mbr_size`` best distinct translations (:mod:`minismt.decode.mbr`)."""
+    from minismt.decode.mbr import consensus, kbest_mbr
+    weights = decoder.full_weights()
+    found = graph.kbest(job.mbr_size, weights, distinct=True)
+    if not found.texts:
+        return
+    if job.mbr == "kbest":
+        chosen = kbest_mbr(found.texts, found.scores, job.mbr_scale)
+    else:
+        chosen = consensus(graph, weights, found.texts, job.mbr_scale)
+    rows = KBestRows.of(found.texts, found.scores, found.feat_offsets, found.feat_ids, found.feat_values,
+                        decoder.space)
+    output.best, output.score = found.texts[chosen], float(found.scores[chosen])
+    output.features = np.array(rows.features[chosen], dtype=np.float64)
+    lo, hi = int(rows.indptr[chosen]), int(rows.indptr[chosen + 1])
+    output.sparse = {rows.names[int(i)]: float(v) for i, v in zip(rows.indices[lo:hi], rows.values[lo:hi])}
 
 
 def force_chunk(job: DecodeJob, indices: Sequence[int], sentences: Sequence[str],
