@@ -145,11 +145,12 @@ def test_forest_objective_equals_enumeration_and_its_gradient_the_finite_differe
     tuner._forests = [tuner._prepared(f, s, data) for s, f in enumerate(forests)]
     value, gradient, _ = tuner._objective(w, temperature)
     assert value == pytest.approx(forest_objective_by_hand(forests, references, w, temperature), abs=1e-9)
-    for j in range(3):
-        step = np.zeros(3)
+    for j in range(3):  # one-sided differences: where the expected length meets the reference's, the
+        step = np.zeros(3)  # brevity penalty has a kink and the gradient is one side's
         step[j] = 1e-6
-        numeric = (tuner._objective(w + step, temperature)[0] - tuner._objective(w - step, temperature)[0]) / 2e-6
-        assert gradient[j] == pytest.approx(numeric, abs=2e-5)
+        right = (tuner._objective(w + step, temperature)[0] - value) / 1e-6
+        left = (value - tuner._objective(w - step, temperature)[0]) / 1e-6
+        assert min(abs(gradient[j] - right), abs(gradient[j] - left)) < 1e-4
 
 
 def test_annealing_schedule_and_bad_parameters():

@@ -35,7 +35,7 @@ from scipy.optimize import minimize
 
 from minismt.errors import InputError
 from minismt.hypergraph import ForestData
-from minismt.hypergraph.expectations import expectation_gradient, first_order
+from minismt.hypergraph.expectations import first_order_with_gradient
 from minismt.hypergraph.ngrams import edge_ngrams, split_by_ngram_state
 from minismt.kbest import KBest
 from minismt.metrics import MAX_ORDER
@@ -235,9 +235,7 @@ class ForestMinimumRisk(_MinimumRisk):
         the sentence's reference lengths."""
         split, _ = split_by_ngram_state(forest, MAX_ORDER)
         ngrams = edge_ngrams(split, MAX_ORDER)
-        words = split.vocab.words
-        grams = [tuple(words[i] for i in row[:n]) for row, n in zip(ngrams.grams.tolist(), ngrams.orders.tolist())]
-        matched = data.references.in_references(sentence, grams)
+        matched = data.references.in_references(sentence, ngrams.grams, split.vocab.words)
         edge_of = np.repeat(np.arange(split.n_edges), np.diff(ngrams.offsets))
         counts = np.zeros((split.n_edges, N_COUNTS))
         np.add.at(counts, (edge_of, 2 * (ngrams.orders - 1) + 1), 1.0)
@@ -245,20 +243,20 @@ class ForestMinimumRisk(_MinimumRisk):
         return split, counts, data.references.reference_lengths(sentence).astype(np.float64)
 
     def _objective(self, w, temperature):
+        """One inside-outside pass per forest gives the expected statistics, the entropy (``log Z - E[score]``)
+        and the gradient of each expectation; the objective's derivative in the statistics then weighs them."""
         expected, entropies, reference = [], [], 0.0
+        gradients = np.zeros((N_COUNTS + 1, len(self._forests[0][0].space)))
         for split, counts, lengths in self._forests:
             scores = split.edge_scores(w)
-            result = first_order(split, np.column_stack([counts, scores]), w)
+            result, gradient = first_order_with_gradient(split, np.column_stack([counts, scores]), w)
             expected.append(result.expectation[:N_COUNTS])
             entropies.append(max(0.0, result.log_z - float(result.expectation[N_COUNTS])))
             reference += _closest_length(lengths, result.expectation[1])
+            gradients += gradient[:, :gradients.shape[1]]
         value, derivative = log_bleu_of_expectations(np.sum(expected, axis=0), reference)
         mean_entropy = float(np.mean(entropies))
-        gradient = np.zeros(len(self._forests[0][0].space))
-        factor = temperature / len(self._forests)
-        for split, counts, _ in self._forests:
-            values = counts @ derivative - factor * split.edge_scores(w)
-            part = expectation_gradient(split, values, w)[1][0]
-            gradient[:part.shape[0]] += part[:gradient.shape[0]]
+        # d H_s / dw = -Cov_s(score, f): the last row, summed over the forests, with the entropy term's weight
+        gradient = derivative @ gradients[:N_COUNTS] - temperature / len(self._forests) * gradients[N_COUNTS]
         return value + temperature * mean_entropy, gradient, {"log_expected_bleu": value,
                                                                "mean_entropy": mean_entropy}

@@ -123,6 +123,12 @@ def expected_products(hg: Hypergraph, values, w=None, scale: float = 1.0, other=
 def expectation_gradient(hg: Hypergraph, values, w=None, scale: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
     """``E[r]`` and its gradient in the weights, ``scale (E[r f^T] - E[r] E[f]^T)`` (``R x`` the feature space's
     size): the covariance of ``r`` and the features under ``p``, what minimum-risk training follows."""
+    result, gradient = first_order_with_gradient(hg, values, w, scale)
+    return result.expectation, gradient
+
+
+def first_order_with_gradient(hg: Hypergraph, values, w=None, scale: float = 1.0) -> tuple[FirstOrder, np.ndarray]:
+    """:func:`first_order` and the gradient of :func:`expectation_gradient`, from one inside-outside pass."""
     result = first_order(hg, values, w, scale)
     dim = _feature_dim(hg)
     products = np.zeros((result.expectation.shape[0], dim))
@@ -131,7 +137,7 @@ def expectation_gradient(hg: Hypergraph, values, w=None, scale: float = 1.0) -> 
         _kernels.sparse_products(result.posteriors, result.edge_expectations, hg.feat_offsets, hg.feat_ids,
                                  hg.feat_values, products)
         _kernels.sparse_expectation(result.posteriors, hg.feat_offsets, hg.feat_ids, hg.feat_values, features)
-    return result.expectation, float(scale) * (products - np.outer(result.expectation, features))
+    return result, float(scale) * (products - np.outer(result.expectation, features))
 
 
 def entropy(hg: Hypergraph, w=None, scale: float = 1.0) -> float:

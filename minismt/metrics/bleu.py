@@ -195,22 +195,24 @@ class BleuReferences:
                                   self._len_offsets, out)
         return out
 
-    def in_references(self, sentence: int, grams: Sequence[Sequence[str]]) -> np.ndarray:
-        """bool per n-gram (a tuple of words, orders 1 to 4): whether some reference of ``sentence`` holds it
-        (an unclipped match: what an n-gram adds to the matches when counts are not clipped)."""
+    def in_references(self, sentence: int, grams: np.ndarray, words: Sequence[str]) -> np.ndarray:
+        """bool per row of ``grams`` (word ids into ``words``, orders 1 to 4, padded with -1): whether some
+        reference of ``sentence`` holds that n-gram (an unclipped match: what an n-gram adds to the matches when
+        counts are not clipped)."""
+        grams = np.asarray(grams, dtype=np.int64)
+        used = np.unique(grams[grams >= 0])
         get = self._vocab[sentence].get
-        keys = np.empty(len(grams), dtype=np.int64)
-        for i, gram in enumerate(grams):
-            key = 0
-            for word in gram:
-                index = get(word.lower() if self.lowercase else word, -1)
-                if index < 0:
-                    key = -1
-                    break
-                key = key * int(_kernels.KEY_BASE) + index + 1
-            keys[i] = key
+        lookup = np.full(int(used.max(initial=-1)) + 1, -1, dtype=np.int64)
+        lookup[used] = [get(words[i].lower() if self.lowercase else words[i], -1) for i in used.tolist()]
+        mapped = np.where(grams >= 0, lookup[np.maximum(grams, 0)], -2)  # -1: no reference word, -2: padding
+        keys = np.zeros(grams.shape[0], dtype=np.int64)
+        unknown = np.zeros(grams.shape[0], dtype=bool)
+        for column in range(grams.shape[1]):
+            present = mapped[:, column] != -2
+            unknown |= present & (mapped[:, column] == -1)
+            keys = np.where(present, keys * int(_kernels.KEY_BASE) + mapped[:, column] + 1, keys)
         known = self._keys[self._key_offsets[sentence]:self._key_offsets[sentence + 1]]
-        return np.isin(keys, known) & (keys >= 0)
+        return np.isin(keys, known) & ~unknown
 
     def reference_lengths(self, sentence: int) -> np.ndarray:
         """The lengths of ``sentence``'s references (BLEU takes the one closest to the hypothesis length)."""
