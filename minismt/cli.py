@@ -529,7 +529,7 @@ def _add_tune(sub) -> None:
     p.add_argument("--dev-ref", required=True, action="append", metavar="FILE",
                    help="dev references; repeat for several")
     p.add_argument("--tuner", required=True, metavar="NAME",
-                   help="the tuner: mert, pro, apro, kbmira (n-best); oro, o-oro (online, decode "
+                   help="the tuner: mert, pro, apro, kbmira (n-best); oro, o-oro, mira (online, decode "
                         "their own mini-batches); listnet, listnet-te, listmle, listmle-top5, "
                         "listmle-te (listwise); structsvm (structured SVM); hg-mert (hypergraph "
                         "MERT); minrisk, hg-minrisk (minimum risk: expected BLEU on k-best lists or "
