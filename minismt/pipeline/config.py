@@ -464,8 +464,12 @@ def check_config(data: dict, path: str | None = None, base_dir: str | None = Non
                 fail(f"unknown key tune.params.{tuner}.{key}", f"tune.params.{tuner}", key,
                      expected=f"parameters of {tuner}: " + ", ".join(valid))
         try:
-            get_tuner(tuner, **params)
-        except (InputError, ValueError, TypeError) as err:
+            check = getattr(get_tuner(tuner, **params), "_check_params", None)
+            if check is not None:  # the values too, where the tuner checks them before fitting
+                check()
+        except InputError as err:
+            fail(f"tune.params.{tuner}: {err.message}", f"tune.params.{tuner}", None, expected=err.expected)
+        except (ValueError, TypeError) as err:
             fail(f"tune.params.{tuner}: {err}", f"tune.params.{tuner}", None)
     if test["stack"] is None:
         test["stack"] = tune["stack"]
