@@ -264,6 +264,20 @@ def test_online_tuner_through_a_command_decoder(tmp_path):
     assert any(name.startswith("decode.0.batch") for name in os.listdir(tmp_path / "w"))
 
 
+def test_online_forest_mira_through_a_command_decoder(tmp_path):
+    """MIRA's hope and fear on forests with a program decoder: one cdec run per mini-batch writes that batch's
+    forests (-O), read and deleted: 10 sentences in 2 shards of 3 batches."""
+    folder, command = _cdec_fixture("hgs_json_p17")
+    sources, refs = read_lines(folder / "dev.src"), read_lines(folder / "dev.refs")
+    decoder = CdecDevDecoder(command, folder / "cdec.ini", folder / "weights.init", sources, tmp_path / "w", kbest=20)
+    run = TuningRun(decoder, [[r] for r in refs], "mira", tmp_path / "run", max_iter=2, seed=1,
+                    tuner_params={"select": "forest", "batch_size": 2, "shards": 2, "C": 0.1})
+    final = run.run(decoder.default_weights)
+    assert np.all(np.isfinite(final)) and len(run.history) == 2
+    batches = [name for name in os.listdir(tmp_path / "w") if name.startswith("decode.0.batch")]
+    assert len(batches) == 6 and not any((tmp_path / "w" / b / "hypergraphs").exists() for b in batches)
+
+
 def test_bad_driver_arguments(tmp_path):
     folder, command = _cdec_fixture()
     base = ["tune", "--dev-src", str(folder / "dev.src"), "--dev-ref", str(folder / "dev.refs"), "--tuner", "pro",

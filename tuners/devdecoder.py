@@ -83,6 +83,12 @@ class DevDecoder(ABC):
         raise InputError(f"{type(self).__name__} decodes the whole dev set only",
                          expected="a decoder with decode_batches (minismt's) for an online tuner")
 
+    def decode_batch_forests(self, requests: Sequence[tuple[np.ndarray, Sequence[int]]], iteration: int) -> list:
+        """The forests of some dev sentences under per-request weights: one list of forests per
+        ``(weights, sentence indices)`` request (an online tuner's hope and fear on forests)."""
+        raise InputError(f"{type(self).__name__} cannot decode mini-batches into forests",
+                         expected="a decoder with forests and mini-batches (minismt's, Moses', cdec's)")
+
     def identity(self) -> dict:
         """What decides the output besides the weights (``run.json``)."""
         return {"decoder": type(self).__name__}
@@ -210,6 +216,14 @@ class MinismtDevDecoder(DevDecoder):
             kbest.iterations[:] = iteration
             lists.append(kbest)
         return lists
+
+    def decode_batch_forests(self, requests: Sequence[tuple[np.ndarray, Sequence[int]]], iteration: int) -> list:
+        """The search graphs of some dev sentences under per-request weights, over this decoder's space."""
+        jobs = [(self._job(w, replace(self.settings, kbest=0), return_hypergraph=True), list(indices))
+                for w, indices in requests]
+        outputs = decode_requests(jobs, self.sentences, executor=self._executor(), jobs=self.settings.jobs)
+        return [[Hypergraph.from_portable(o.hypergraph, self.space, self.vocab) for o in answer]
+                for answer in outputs]
 
 
 class ProgramDevDecoder(DevDecoder):
@@ -350,7 +364,7 @@ class ProgramDevDecoder(DevDecoder):
         """The dev set's forests under ``weights`` (hypergraph tuners) and their Viterbi strings."""
         folder = self._folder(iteration)
         hypergraph_dir = self._run(folder, weights, self.sentences, hypergraphs=True, kbest=False)
-        graphs = self._forests(folder, hypergraph_dir)
+        graphs = self._forests(folder, hypergraph_dir, len(self.sentences))
         best = [graph.viterbi(weights) for graph in graphs]
         return graphs, [derivation.text if derivation is not None else "" for derivation in best]
 
@@ -363,17 +377,30 @@ class ProgramDevDecoder(DevDecoder):
         hypergraph_dir = self._run(folder, weights, self.sentences, hypergraphs=True, kbest=True)
         kbest = self._checked(self._read_kbest(folder, len(self.sentences)), folder)
         kbest.iterations[:] = iteration
-        graphs = self._forests(folder, hypergraph_dir)
+        graphs = self._forests(folder, hypergraph_dir, len(self.sentences))
         return kbest, [kbest.hypothesis(int(r)) for r in kbest.offsets[:-1]], graphs
 
-    def _forests(self, folder: str, hypergraph_dir: str) -> list:
-        """The forests a finished decode in ``folder`` wrote, one per dev sentence; deleted once read (with the
-        decode's ``done.json``, so a resume decodes again) unless :attr:`keep_forests`."""
-        graphs = self._read_hypergraphs(hypergraph_dir, len(self.sentences))
-        if len(graphs) != len(self.sentences):
+    def decode_batch_forests(self, requests: Sequence[tuple[np.ndarray, Sequence[int]]], iteration: int) -> list:
+        """One program run per ``(weights, sentence indices)`` request, writing that mini-batch's forests."""
+        out = []
+        for weights, indices in requests:
+            batch = self._batches.get(iteration, 0)
+            self._batches[iteration] = batch + 1
+            folder = self._folder(iteration, batch)
+            indices = [int(i) for i in indices]
+            hypergraph_dir = self._run(folder, weights, [self.sentences[i] for i in indices], hypergraphs=True,
+                                       kbest=False)
+            out.append(self._forests(folder, hypergraph_dir, len(indices)))
+        return out
+
+    def _forests(self, folder: str, hypergraph_dir: str, n_sentences: int) -> list:
+        """The forests a finished decode of ``n_sentences`` sentences in ``folder`` wrote, one per sentence; deleted
+        once read (with the decode's ``done.json``, so a resume decodes again) unless :attr:`keep_forests`."""
+        graphs = self._read_hypergraphs(hypergraph_dir, n_sentences)
+        if len(graphs) != n_sentences:
             os.unlink(os.path.join(folder, "done.json"))
-            raise InputError(f"{len(graphs)} forests for {len(self.sentences)} dev sentences", hypergraph_dir,
-                             expected="one forest per dev sentence")
+            raise InputError(f"{len(graphs)} forests for {n_sentences} sentences", hypergraph_dir,
+                             expected="one forest per sentence")
         if not self.keep_forests:
             os.unlink(os.path.join(folder, "done.json"))
             shutil.rmtree(hypergraph_dir)

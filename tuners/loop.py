@@ -600,6 +600,7 @@ class _BatchSource:
         self.iteration = iteration
         self.space = run.view.space if run.view.active else run.decoder.space
         self.n_sentences = run.references.n_sentences
+        self.references = run.references
 
     def decode(self, requests) -> list[KBest]:
         run = self.run
@@ -608,3 +609,11 @@ class _BatchSource:
         for kbest in lists:
             kbest.set_stats(run.references.kbest_stats(kbest))
         return [run._tuner_kbest(kbest) for kbest in lists]
+
+    def decode_forests(self, requests) -> list[list]:
+        """The forests of each request's sentences (in the tuner's view of the features), for an online tuner
+        that finds its hope and fear on forests."""
+        run = self.run
+        requests = [(run._run_weights(w, count=False), indices) for w, indices in requests]
+        batches = run.decoder.decode_batch_forests(requests, self.iteration)
+        return [[run.view.forest(g) if run.view.active else g for g in forests] for forests in batches]

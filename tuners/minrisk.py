@@ -67,6 +67,20 @@ def _closest_length(lengths: np.ndarray, length: float) -> float:
     return float(lengths[np.argmin(np.abs(lengths - length))])
 
 
+def edge_statistics(forest, sentence: int, references):
+    """``forest`` split by its 4-gram state, each of its edges' BLEU statistics ``[m1, t1, ..., m4, t4]`` (the
+    n-grams the edge creates, and those of them some reference of ``sentence`` holds: unclipped matches) and
+    the sentence's reference lengths. A derivation's sums of them are its statistics, matches unclipped."""
+    split, _ = split_by_ngram_state(forest, MAX_ORDER)
+    ngrams = edge_ngrams(split, MAX_ORDER)
+    matched = references.in_references(sentence, ngrams.grams, split.vocab.words)
+    edge_of = np.repeat(np.arange(split.n_edges), np.diff(ngrams.offsets))
+    counts = np.zeros((split.n_edges, N_COUNTS))
+    np.add.at(counts, (edge_of, 2 * (ngrams.orders - 1) + 1), 1.0)
+    np.add.at(counts, (edge_of[matched], 2 * (ngrams.orders[matched] - 1)), 1.0)
+    return split, counts, references.reference_lengths(sentence).astype(np.float64)
+
+
 class _MinimumRisk(Tuner):
     """What both minimum-risk tuners share: the parameters, the annealing and the L-BFGS solves."""
 
@@ -231,16 +245,9 @@ class ForestMinimumRisk(_MinimumRisk):
 
     @staticmethod
     def _prepared(forest, sentence: int, data: ForestData):
-        """The forest split by its 4-gram state, each edge's ``[m1, t1, ..., m4, t4]`` (unclipped matches) and
-        the sentence's reference lengths."""
-        split, _ = split_by_ngram_state(forest, MAX_ORDER)
-        ngrams = edge_ngrams(split, MAX_ORDER)
-        matched = data.references.in_references(sentence, ngrams.grams, split.vocab.words)
-        edge_of = np.repeat(np.arange(split.n_edges), np.diff(ngrams.offsets))
-        counts = np.zeros((split.n_edges, N_COUNTS))
-        np.add.at(counts, (edge_of, 2 * (ngrams.orders - 1) + 1), 1.0)
-        np.add.at(counts, (edge_of[matched], 2 * (ngrams.orders[matched] - 1)), 1.0)
-        return split, counts, data.references.reference_lengths(sentence).astype(np.float64)
+        """The forest split by its 4-gram state, each edge's ``[m1, t1, ..., m4, t4]`` and the sentence's
+        reference lengths (:func:`edge_statistics`)."""
+        return edge_statistics(forest, sentence, data.references)
 
     def _objective(self, w, temperature):
         """One inside-outside pass per forest gives the expected statistics, the entropy (``log Z - E[score]``)

@@ -19,12 +19,20 @@ into the next weights as ORO mixes its shards (Watanabe 2012; Chiang 2012 averag
 ``w + rho (mean - w)`` with ``rho`` from an exact line search of corpus BLEU on the round's lists
 (``mixing="line-search"``, ties to 1) or ``rho = 1`` (``"average"``).
 
-Hope and fear come from each sentence's k-best list (cdec: ``--k_best_size``); on the forest (Viterbi under the
-model score plus or minus an edge-decomposed BLEU) they are not implemented yet.
+Hope and fear come from each sentence's k-best list (``select="kbest"``, cdec's ``--k_best_size``) or from its
+whole search graph (``select="forest"``, Chiang 2012 sec. 4 searches the forest): the Viterbi derivations under
+``w.f(d) +- G(d)``, where ``G`` is the background BLEU linearised at the pseudo-document, ``G(d) = grad B(0) .
+s(d)``, an edge-decomposed gain (each edge's n-gram statistics on the forest split by its 4-gram state,
+matches not clipped: :func:`tuners.minrisk.edge_statistics`); the loss and the step then use the true
+background BLEU of the two translations, as in the k-best case. The linearisation is the first-order term of
+Chiang's oracle-document BLEU in the sentence's statistics, which are small against the pseudo-document's
+(Tromble et al.'s linear BLEU needs corpus-fitted constants instead). On forests the round's weights are mixed
+by the exact line search over the round's forests (hypergraph MERT's).
 """
 
 from __future__ import annotations
 
+import copy
 import math
 
 import numpy as np
@@ -32,9 +40,13 @@ import numpy as np
 from minismt.errors import InputError
 from minismt.kbest import KBest
 from tuners import _kbmira_kernels as kernels
+from minismt.hypergraph import ForestData
+from minismt.metrics import MAX_ORDER
 from tuners.base import BatchSource, OnlineTuner, register
+from tuners.hgmert import line_search as forest_line_search
 from tuners.kbmira import BACKGROUND_INIT, _dedup_by_features
 from tuners.mert import line_search
+from tuners.minrisk import edge_statistics
 from tuners.oro import MIXINGS
 
 
@@ -52,6 +64,7 @@ class OnlineMIRA(OnlineTuner):
     batch_size : sentences decoded per step of a shard (1: cdec's sentence-by-sentence learning).
     shards : learners per round, mixed at its end (8, as ORO).
     mixing : ``"line-search"`` or ``"average"``.
+    select : ``"kbest"`` (hope and fear from the k-best list) or ``"forest"`` (from the whole search graph).
     sparse_epsilon : sparse feature differences at most this small are left out of ``d`` (as batch MIRA).
     seed : shuffles the sentences into shards and batches each round.
 
@@ -60,7 +73,7 @@ class OnlineMIRA(OnlineTuner):
     """
 
     def __init__(self, C: float = 0.001, decay: float = 0.999, batch_size: int = 1, shards: int = 8,
-                 mixing: str = "line-search", sparse_epsilon: float = 1e-6, seed: int = 0):
+                 mixing: str = "line-search", select: str = "kbest", sparse_epsilon: float = 1e-6, seed: int = 0):
         self.set_params(**{name: value for name, value in locals().items() if name != "self"})
 
     def _check_params(self) -> None:
@@ -77,6 +90,8 @@ class OnlineMIRA(OnlineTuner):
                 raise InputError(f"{name}={value!r}", expected="an integer >= 1")
         if self.mixing not in MIXINGS:
             raise InputError(f"mixing={self.mixing!r}", expected=" or ".join(map(repr, MIXINGS)))
+        if self.select not in ("kbest", "forest"):
+            raise InputError(f"select={self.select!r}", expected="'kbest' or 'forest'")
 
     def fit(self, source: BatchSource, w0) -> np.ndarray:
         """One round over the dev set from ``w0``, the pseudo-document continuing from :attr:`start_state`."""
@@ -95,15 +110,25 @@ class OnlineMIRA(OnlineTuner):
         seen: list[KBest] = []
         history = []
         n_steps = max(len(b) for b in shard_batches) if shard_batches else 0
+        seen_forests, seen_ids = [], []
         for j in range(n_steps):
             active = [s for s, batches in enumerate(shard_batches) if j < len(batches)]
-            lists = source.decode([(learners[s].weights(len(source.space)), shard_batches[s][j]) for s in active])
+            requests = [(learners[s].weights(len(source.space)), shard_batches[s][j]) for s in active]
             updates, loss = 0, 0.0
-            for s, batch in zip(active, lists):
-                done, summed = learners[s].learn(batch, self)
-                updates += done
-                loss += summed
-            seen.extend(lists)
+            if self.select == "forest":
+                for s, forests in zip(active, source.decode_forests(requests)):
+                    done, summed = learners[s].learn_forests(forests, shard_batches[s][j], source.references, self)
+                    updates += done
+                    loss += summed
+                    seen_forests.extend(forests)
+                    seen_ids.extend(int(i) for i in shard_batches[s][j])
+            else:
+                lists = source.decode(requests)
+                for s, batch in zip(active, lists):
+                    done, summed = learners[s].learn(batch, self)
+                    updates += done
+                    loss += summed
+                seen.extend(lists)
             history.append({"step": step + j + 1, "updates": updates, "loss": loss / updates if updates else 0.0})
         dim = len(source.space)
         averages = [learner.average(dim) for learner in learners]
@@ -112,6 +137,9 @@ class OnlineMIRA(OnlineTuner):
         rho = 1.0
         if self.mixing == "line-search" and seen:
             rho, _ = line_search(KBest.aggregate(seen), w_round, averaged - w_round, 0.0, 1.0, prefer=1.0)
+        elif self.mixing == "line-search" and seen_forests:
+            data = ForestData(seen_forests, np.asarray(seen_ids), source.references)
+            rho, _ = forest_line_search(data, w_round, averaged - w_round, 0.0, 1.0, prefer=1.0)
         self.rho_ = rho
         self.weights_ = w_round + rho * (averaged - w_round)
         background = np.mean([learner.background for learner in learners], axis=0) if learners else background
@@ -154,6 +182,41 @@ class _Learner:
             float(tuner.sparse_epsilon), np.zeros(dim), np.zeros(dim, dtype=np.int8), np.zeros(dim, dtype=np.int64))
         return int(updates), float(loss)
 
+    def learn_forests(self, forests, sentences, references, tuner: OnlineMIRA) -> tuple[int, float]:
+        """MIRA over one decoded batch's forests: hope and fear by Viterbi under ``w.f +- G`` (module docstring),
+        the step with their true background BLEU; returns the updates and their summed loss."""
+        updates, total = 0, 0.0
+        for forest, sentence in zip(forests, sentences):
+            sentence = int(sentence)
+            self._grow(len(forest.space))
+            split, counts, lengths = edge_statistics(forest, sentence, references)
+            scores = split.edge_scores(self.w)
+            best = _viterbi(split, scores)
+            length = len(best.text.split())
+            reference = float(lengths[np.argmin(np.abs(lengths - length))])
+            gains = counts @ _background_gradient(self.background, reference)
+            hope, fear = _viterbi(split, scores + gains), _viterbi(split, scores - gains)
+            stats = references.stats([sentence, sentence], [hope.text, fear.text]).astype(np.float64)
+            hope_bleu = kernels.background_bleu(stats, 0, self.background)
+            fear_bleu = kernels.background_bleu(stats, 1, self.background)
+            if hope.text != fear.text and hope_bleu > fear_bleu:
+                dim = self.w.shape[0]
+                d = hope.dense()[:dim] - fear.dense()[:dim]
+                d[np.abs(d) <= tuner.sparse_epsilon] = 0.0
+                loss = hope_bleu - fear_bleu - float(self.w @ d)
+                if loss > 0.0:
+                    norm = float(d @ d)
+                    eta = min(tuner.C, loss / norm) if norm > 0 else tuner.C
+                    self.counter[0] += 1
+                    n = self.counter[0]
+                    self.totals += (n - self.last) * self.w + eta * d
+                    self.w += eta * d
+                    self.last[:] = n
+                    updates += 1
+                    total += loss
+            self.background = self.background * tuner.decay + stats[0]
+        return updates, total
+
     def average(self, dim: int) -> np.ndarray:
         """The weights averaged over this shard's updates (its last weights plus the start, as batch MIRA)."""
         self._grow(dim)
@@ -161,3 +224,31 @@ class _Learner:
             return self.w.copy()
         kernels.fix_totals(self.w, self.totals, self.last, self.counter)
         return self.totals / self.counter[0]
+
+
+def _viterbi(forest, scores: np.ndarray):
+    """The Viterbi derivation of ``forest`` under the edge scores ``scores``."""
+    scored = copy.copy(forest)
+    scored.scores = scores
+    return scored.viterbi()
+
+
+def _background_gradient(background: np.ndarray, reference: float) -> np.ndarray:
+    """``grad B(0)``: the derivative of the background BLEU ``BLEU(s + bg) R`` (:func:`kernels.background_bleu`) in
+    a sentence's statistics ``[m1, t1, ..., m4, t4]`` at none, the sentence's reference length ``reference``
+    added to the pseudo-document's."""
+    matches, totals = background[0:2 * MAX_ORDER:2], background[1:2 * MAX_ORDER:2]
+    ref = background[2 * MAX_ORDER] + reference
+    if np.any(matches <= 0) or np.any(totals <= 0):
+        return np.zeros(2 * MAX_ORDER)
+    log_bleu = float(np.mean(np.log(matches) - np.log(totals)))
+    short = totals[0] < ref
+    if short:
+        log_bleu += 1.0 - ref / totals[0]
+    value = math.exp(log_bleu) * ref
+    gradient = np.zeros(2 * MAX_ORDER)
+    gradient[0::2] = value / (MAX_ORDER * matches)
+    gradient[1::2] = -value / (MAX_ORDER * totals)
+    if short:
+        gradient[1] += value * ref / totals[0] ** 2
+    return gradient
