@@ -39,7 +39,7 @@ class CommandDevDecoder(ProgramDevDecoder):
         self._iteration = iteration
         return super().decode(weights, iteration)
 
-    def _command(self, folder, weights, input_path, hypergraph_dir):
+    def _command(self, folder, weights, input_path, hypergraph_dir, kbest=True):
         weights_path = os.path.join(folder, "weights")
         write_weights(weights_path, self.space.weights_dict(weights, skip_zero_sparse=True))
         values = {"{weights}": weights_path, "{kbest}": os.path.join(folder, "kbest"), "{input}": input_path,
