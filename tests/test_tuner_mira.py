@@ -7,30 +7,25 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import test_tuner_oro
 import tuners
 from fake_decoder import REFS, FakeDecoder
 from minismt.errors import InputError
-from minismt.metrics import BleuReferences
 from tuners import _kbmira_kernels as kernels
 from tuners.kbmira import BACKGROUND_INIT, _dedup_by_features
 from tuners.loop import TuningRun
 from tuners.mira import OnlineMIRA
 
 
-class Source:
-    """A BatchSource over the fake decoder that records each request, as TuningRun builds it."""
+class Source(test_tuner_oro.Source):
+    """ORO's test source over the fake decoder, also keeping every list it decoded."""
 
     def __init__(self, decoder):
-        self.decoder = decoder
-        self.space = decoder.space
-        self.n_sentences = len(REFS)
-        self.references = BleuReferences(REFS)
+        super().__init__(decoder)
         self.lists = []
 
     def decode(self, requests):
-        lists = self.decoder.decode_batches(requests, 0)
-        for kbest in lists:
-            kbest.set_stats(self.references.kbest_stats(kbest))
+        lists = super().decode(requests)
         self.lists.extend(lists)
         return lists
 

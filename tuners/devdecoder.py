@@ -384,14 +384,17 @@ class ProgramDevDecoder(DevDecoder):
         """One program run per ``(weights, sentence indices)`` request, writing that mini-batch's forests."""
         out = []
         for weights, indices in requests:
-            batch = self._batches.get(iteration, 0)
-            self._batches[iteration] = batch + 1
-            folder = self._folder(iteration, batch)
-            indices = [int(i) for i in indices]
+            folder, indices = self._batch_folder(iteration), [int(i) for i in indices]
             hypergraph_dir = self._run(folder, weights, [self.sentences[i] for i in indices], hypergraphs=True,
                                        kbest=False)
             out.append(self._forests(folder, hypergraph_dir, len(indices)))
         return out
+
+    def _batch_folder(self, iteration: int) -> str:
+        """The folder of the iteration's next mini-batch decode."""
+        batch = self._batches.get(iteration, 0)
+        self._batches[iteration] = batch + 1
+        return self._folder(iteration, batch)
 
     def _forests(self, folder: str, hypergraph_dir: str, n_sentences: int) -> list:
         """The forests a finished decode of ``n_sentences`` sentences in ``folder`` wrote, one per sentence; deleted
@@ -412,10 +415,7 @@ class ProgramDevDecoder(DevDecoder):
         start per mini-batch, slow for decoders that load a large model)."""
         lists = []
         for weights, indices in requests:
-            batch = self._batches.get(iteration, 0)
-            self._batches[iteration] = batch + 1
-            folder = self._folder(iteration, batch)
-            indices = [int(i) for i in indices]
+            folder, indices = self._batch_folder(iteration), [int(i) for i in indices]
             self._run(folder, weights, [self.sentences[i] for i in indices], hypergraphs=False)
             kbest = self._checked(self._read_kbest(folder, len(indices)), folder)
             kbest.sentence_ids[:] = indices

@@ -47,7 +47,7 @@ from tuners.hgmert import line_search as forest_line_search
 from tuners.kbmira import BACKGROUND_INIT, _dedup_by_features
 from tuners.mert import line_search
 from tuners.minrisk import edge_statistics
-from tuners.oro import MIXINGS
+from tuners.oro import MIXINGS, shuffled_shards
 
 
 @register("mira")
@@ -100,12 +100,7 @@ class OnlineMIRA(OnlineTuner):
         state = self.start_state or {}
         background = np.array(state.get("background", BACKGROUND_INIT), dtype=np.float64)
         step = int(state.get("step", 0))
-        rng = np.random.default_rng(self.seed)
-        order = rng.permutation(source.n_sentences)
-        shard_batches = []
-        for s in range(min(self.shards, source.n_sentences)):
-            mine = order[s::self.shards]
-            shard_batches.append([mine[i:i + self.batch_size] for i in range(0, mine.shape[0], self.batch_size)])
+        shard_batches = shuffled_shards(source.n_sentences, self.shards, self.batch_size, self.seed)
         learners = [_Learner(w_round, background) for _ in shard_batches]
         seen: list[KBest] = []
         history = []

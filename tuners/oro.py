@@ -123,6 +123,17 @@ def solve_dual(a: np.ndarray, g: np.ndarray, eta: float, tol: float = 1e-10,
     return tau, u
 
 
+def shuffled_shards(n_sentences: int, shards: int, batch_size: int, seed) -> list[list[np.ndarray]]:
+    """The dev sentences shuffled by ``default_rng(seed)`` and dealt into ``shards`` (every ``shards``-th one),
+    each cut into mini-batches of ``batch_size``: the round plan of the online tuners."""
+    order = np.random.default_rng(seed).permutation(n_sentences)
+    plan = []
+    for s in range(min(shards, n_sentences)):
+        mine = order[s::shards]
+        plan.append([mine[i:i + batch_size] for i in range(0, mine.shape[0], batch_size)])
+    return plan
+
+
 class ORO(OnlineTuner):
     """Online rank optimisation (Watanabe 2012): SGD over mini-batches, parallel shards, mixing.
 
@@ -197,12 +208,7 @@ class ORO(OnlineTuner):
         self._check_params()
         w_round = self.check_start(source, w0)
         step = int((self.start_state or {}).get("step", 0))
-        rng = np.random.default_rng(self.seed)
-        order = rng.permutation(source.n_sentences)
-        shard_batches = []
-        for s in range(min(self.shards, source.n_sentences)):
-            mine = order[s::self.shards]
-            shard_batches.append([mine[i:i + self.batch_size] for i in range(0, mine.shape[0], self.batch_size)])
+        shard_batches = shuffled_shards(source.n_sentences, self.shards, self.batch_size, self.seed)
         weights = [w_round.copy() for _ in shard_batches]
         seen: list[KBest] = []
         history = []

@@ -16,8 +16,9 @@
 
 The numba kernels, the forest core, are in :mod:`._kernels` (the traversals in the max-plus and log
 semirings, lazy k-best, the derivation walks), :mod:`._expectation_kernels` (the traversals in the
-expectation semiring), :mod:`._ngram_kernels` (edge n-grams, the split by n-gram state), :mod:`._envelope_kernels` (the envelope semiring of
-hypergraph MERT) and :mod:`._batch_kernels` (the Viterbi BLEU of a dev set's forests, for the BO tuners).
+expectation semiring), :mod:`._ngram_kernels` (edge n-grams, the split by n-gram state),
+:mod:`._envelope_kernels` (the envelope semiring of hypergraph MERT) and :mod:`._batch_kernels` (the Viterbi
+BLEU of a dev set's forests, for the BO tuners).
 """
 
 from minismt.hypergraph.cdec_binary import loads_cdec_binary, read_cdec_binary

@@ -44,10 +44,11 @@ def needed_sides(in_offsets, tail_offsets, tails, tmpl_offsets, tmpl, need_left,
 
 
 @njit(cache=True)
-def _sequence(e, tail_offsets, tails, tmpl_offsets, tmpl, k, length, left, right, seq, owner):
-    """Edge ``e``'s sequence into ``seq`` (its tail boundaries in place of the tails, ``GAP`` inside a long
-    one) with ``owner`` (the template slot a token came from, -1 for the edge's own words); returns its size
-    and the yield's length capped at ``k + 1``."""
+def _sequence(e, edge_tails, tmpl_offsets, tmpl, k, length, left, right, seq, owner):
+    """Edge ``e``'s sequence into ``seq``: its template with each tail (``edge_tails[i]`` for slot ``i``) replaced by
+    that node's boundary words, ``GAP`` inside a yield longer than ``k``; ``owner`` gets the template slot each
+    token came from (-1 for the edge's own words). Returns the sequence's size and the yield's length capped at
+    ``k + 1``."""
     size = 0
     total = 0
     for p in range(tmpl_offsets[e], tmpl_offsets[e + 1]):
@@ -59,7 +60,7 @@ def _sequence(e, tail_offsets, tails, tmpl_offsets, tmpl, k, length, left, right
             total += 1
             continue
         slot = -item - 1
-        t = tails[tail_offsets[e] + slot]
+        t = edge_tails[slot]
         n = length[t]
         total += n
         if n <= k:
@@ -99,7 +100,8 @@ def boundaries(in_offsets, tail_offsets, tails, tmpl_offsets, tmpl, k, need_left
         if lo == hi:
             continue
         for e in range(lo, hi):
-            size, n = _sequence(e, tail_offsets, tails, tmpl_offsets, tmpl, k, length, left, right, seq, owner)
+            edge_tails = tails[tail_offsets[e]:tail_offsets[e + 1]]
+            size, n = _sequence(e, edge_tails, tmpl_offsets, tmpl, k, length, left, right, seq, owner)
             m = min(n, k)
             for i in range(m):
                 first[i] = seq[i]
@@ -129,7 +131,8 @@ def count_edge_ngrams(tail_offsets, tails, tmpl_offsets, tmpl, k, length, left, 
     no_grams = np.empty((1, k + 1), dtype=np.int32)
     no_orders = np.empty(1, dtype=np.int32)
     for e in range(counts.shape[0]):
-        size, _ = _sequence(e, tail_offsets, tails, tmpl_offsets, tmpl, k, length, left, right, seq, owner)
+        edge_tails = tails[tail_offsets[e]:tail_offsets[e + 1]]
+        size, _ = _sequence(e, edge_tails, tmpl_offsets, tmpl, k, length, left, right, seq, owner)
         counts[e] = _scan(seq, owner, size, k, barrier, e, no_grams, no_orders, 0, False)
 
 
@@ -141,7 +144,8 @@ def edge_ngrams(tail_offsets, tails, tmpl_offsets, tmpl, k, length, left, right,
     seq = np.empty(max_seq, dtype=np.int64)
     owner = np.empty(max_seq, dtype=np.int64)
     for e in range(offsets.shape[0] - 1):
-        size, _ = _sequence(e, tail_offsets, tails, tmpl_offsets, tmpl, k, length, left, right, seq, owner)
+        edge_tails = tails[tail_offsets[e]:tail_offsets[e + 1]]
+        size, _ = _sequence(e, edge_tails, tmpl_offsets, tmpl, k, length, left, right, seq, owner)
         _scan(seq, owner, size, k, barrier, e, grams, orders, offsets[e], True)
 
 
@@ -245,32 +249,7 @@ def split_by_state(in_offsets, tail_offsets, tails, tmpl_offsets, tmpl, k, need_
             for i in range(arity):
                 choice[i] = first_new[tails[t0 + i]]
             while True:
-                size = 0
-                total = 0
-                for p in range(tmpl_offsets[e], tmpl_offsets[e + 1]):
-                    item = tmpl[p]
-                    if item >= 0:
-                        seq[size] = item
-                        size += 1
-                        total += 1
-                        continue
-                    u = choice[-item - 1]
-                    n = n_len[u]
-                    total += n
-                    if n <= k:
-                        for i in range(n):
-                            seq[size] = n_left[u, i]
-                            size += 1
-                    else:
-                        for i in range(k):
-                            seq[size] = n_left[u, i]
-                            size += 1
-                        seq[size] = GAP
-                        size += 1
-                        for i in range(k):
-                            seq[size] = n_right[u, i]
-                            size += 1
-                n = min(total, k + 1)
+                size, n = _sequence(e, choice, tmpl_offsets, tmpl, k, n_len, n_left, n_right, seq, owner)
                 m = min(n, k)
                 for i in range(m):
                     first[i] = seq[i]
