@@ -350,14 +350,16 @@ def _add_hiero_search_options(p) -> None:
 
 def _add_decode(sub) -> None:
     p = sub.add_parser(
-        "decode", help="translate with a trained phrase-based model (1-best, k-best, hypergraphs)",
-        description="Translate a tokenised input file (one sentence per line) with a model from "
-                    "'minismt train': stack decoding with the LM, the 4 phrase scores, word and "
-                    "phrase penalties, distance distortion, msd-bidirectional-fe reordering and an "
-                    "unknown-word penalty (Moses' feature set). Writes the 1-best translations; "
-                    "optionally the k-best list in Moses n-best format and each sentence's search "
-                    "graph as a cdec JSON hypergraph. Sentences are decoded in parallel processes "
-                    "(--jobs) or on a Dask cluster (--dask-scheduler).")
+        "decode", help="translate with a trained model, phrase-based or Hiero (1-best, k-best, hypergraphs, MBR)",
+        description="Translate tokenised text (one sentence per line; standard input to standard output by "
+                    "default, line by line) with a model from 'minismt train': a phrase-based model by "
+                    "stack decoding with the LM, the 4 phrase scores, word and phrase penalties, distance "
+                    "distortion, msd-bidirectional-fe reordering and an unknown-word penalty (Moses' "
+                    "feature set); a Hiero model by its chart decoder, on the grammar built for the input. "
+                    "Writes the 1-best translations (or the MBR / consensus choice, --mbr); optionally "
+                    "the k-best list in Moses n-best format and each sentence's search graph as a cdec "
+                    "JSON hypergraph. Sentences are decoded in parallel processes (--jobs) or on a Dask "
+                    "cluster (--dask-scheduler).")
     p.add_argument("--model", required=True, metavar="MODEL", help="model directory from 'minismt train'")
     p.add_argument("--input", default="-", metavar="FILE",
                    help="source sentences, tokenised, one per line; '-' (the default): standard input, each "
