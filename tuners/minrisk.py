@@ -29,6 +29,7 @@ norm. ``l1`` is cdec's ``-C``, here by L-BFGS-B over ``w = w+ - w-`` with both p
 from __future__ import annotations
 
 import math
+from abc import ABC, abstractmethod
 
 import numpy as np
 from scipy.optimize import minimize
@@ -81,7 +82,7 @@ def edge_statistics(forest, sentence: int, references):
     return split, counts, references.reference_lengths(sentence).astype(np.float64)
 
 
-class _MinimumRisk(Tuner):
+class _MinimumRisk(Tuner, ABC):
     """What both minimum-risk tuners share: the parameters, the annealing and the L-BFGS solves."""
 
     def __init__(self, temperature: float = 0.0, cooling: float = 0.5, min_temperature: float = 1e-3,
@@ -116,9 +117,9 @@ class _MinimumRisk(Tuner):
             t *= self.cooling
         return schedule + [0.0]
 
+    @abstractmethod
     def _objective(self, w: np.ndarray, temperature: float) -> tuple[float, np.ndarray, dict]:
         """``J(w)`` without the L1 term, its gradient and what the history records."""
-        raise NotImplementedError
 
     def _solve(self, w0: np.ndarray, free: np.ndarray) -> np.ndarray:
         self.history_ = []
@@ -188,8 +189,7 @@ class MinimumRisk(_MinimumRisk):
         w = self._start(self.check_data(data, w0))
         self._data = data
         self._sentence = np.repeat(np.arange(data.n_instances), np.diff(data.offsets))
-        counts = data.stats[:, :N_COUNTS].astype(np.float64)
-        self._counts = counts
+        self._counts = data.stats[:, :N_COUNTS].astype(np.float64)
         self._reference = data.stats[:, N_COUNTS].astype(np.float64)
         self.weights_ = self._result(self._solve(w, np.ones(w.shape[0], dtype=bool)))
         del self._data, self._counts, self._reference, self._sentence
@@ -209,8 +209,7 @@ class MinimumRisk(_MinimumRisk):
         reference = sum(_closest_length(self._reference[data.offsets[s]:data.offsets[s + 1]], expected[s, 1])
                         for s in range(data.n_instances))
         value, derivative = log_bleu_of_expectations(expected.sum(axis=0), reference)
-        entropy = -self._segment_sum(p * np.log(np.maximum(p, 1e-300)))
-        value += temperature * float(entropy.mean())
+        mean_entropy = float(np.mean(-self._segment_sum(p * np.log(np.maximum(p, 1e-300)))))
         per_hypothesis = self._counts @ derivative - temperature / data.n_instances * scores
         centred = p * (per_hypothesis - self._segment_sum(p * per_hypothesis)[self._sentence])
         gradient = data.features.T @ centred
@@ -218,8 +217,8 @@ class MinimumRisk(_MinimumRisk):
         if data.indices.size:
             gradient += np.bincount(data.indices, weights=data.values * np.repeat(centred, np.diff(data.indptr)),
                                     minlength=len(data.space))
-        return value, gradient, {"log_expected_bleu": value - temperature * float(entropy.mean()),
-                                 "mean_entropy": float(entropy.mean())}
+        return value + temperature * mean_entropy, gradient, {"log_expected_bleu": value,
+                                                               "mean_entropy": mean_entropy}
 
 
 @register("hg-minrisk")
@@ -237,17 +236,12 @@ class ForestMinimumRisk(_MinimumRisk):
         if not isinstance(data, ForestData):
             raise InputError(f"tuning data of type {type(data).__name__}", expected="a ForestData of forests")
         w = self._start(data.weight_array(w0).astype(np.float64))
-        self._forests = [self._prepared(forest, int(s), data) for forest, s in zip(data.forests, data.sentence_ids)]
+        self._forests = [edge_statistics(forest, int(s), data.references)
+                         for forest, s in zip(data.forests, data.sentence_ids)]
         self.split_edges_ = int(sum(f[0].n_edges for f in self._forests))
         self.weights_ = self._result(self._solve(w, np.ones(w.shape[0], dtype=bool)))
         del self._forests
         return self.weights_
-
-    @staticmethod
-    def _prepared(forest, sentence: int, data: ForestData):
-        """The forest split by its 4-gram state, each edge's ``[m1, t1, ..., m4, t4]`` and the sentence's
-        reference lengths (:func:`edge_statistics`)."""
-        return edge_statistics(forest, sentence, data.references)
 
     def _objective(self, w, temperature):
         """One inside-outside pass per forest gives the expected statistics, the entropy (``log Z - E[score]``)

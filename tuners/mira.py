@@ -38,10 +38,10 @@ import math
 import numpy as np
 
 from minismt.errors import InputError
-from minismt.kbest import KBest
-from tuners import _kbmira_kernels as kernels
 from minismt.hypergraph import ForestData
+from minismt.kbest import KBest
 from minismt.metrics import MAX_ORDER
+from tuners import _kbmira_kernels as kernels
 from tuners.base import BatchSource, OnlineTuner, register
 from tuners.hgmert import line_search as forest_line_search
 from tuners.kbmira import BACKGROUND_INIT, _dedup_by_features

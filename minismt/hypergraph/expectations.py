@@ -23,6 +23,7 @@ scores of a reweighted forest.
 
 from __future__ import annotations
 
+import copy
 import math
 from dataclasses import dataclass
 
@@ -97,12 +98,20 @@ def _feature_dim(hg: Hypergraph) -> int:
     return max(len(hg.space), hg.feat_dim)
 
 
+def edge_posteriors(hg: Hypergraph, w=None, scale: float = 1.0) -> np.ndarray:
+    """Each edge's posterior (expected count) under ``scale * w``: :meth:`Hypergraph.edge_posteriors` of the
+    scaled scores."""
+    scored = copy.copy(hg)
+    scored.scores = _scores(hg, w, scale)
+    return scored.edge_posteriors()
+
+
 def expected_features(hg: Hypergraph, w=None, scale: float = 1.0) -> np.ndarray:
     """``E[f]``, the expected feature vector over the feature space (sparse features included)."""
     out = np.zeros(_feature_dim(hg))
     if hg.n_nodes:
-        posteriors = first_order(hg, np.zeros(hg.n_edges), w, scale).posteriors
-        _kernels.sparse_expectation(posteriors, hg.feat_offsets, hg.feat_ids, hg.feat_values, out)
+        _kernels.sparse_expectation(edge_posteriors(hg, w, scale), hg.feat_offsets, hg.feat_ids, hg.feat_values,
+                                    out)
     return out
 
 

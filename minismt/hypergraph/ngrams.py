@@ -175,10 +175,8 @@ def expected_ngram_counts(hg: Hypergraph, w=None, order: int = 4, scale: float =
     """``{n-gram: expected count}`` over the derivations of ``hg`` with ``p(d)`` proportional to
     ``exp(scale * w . f(d))``, every n-gram of orders 1 to ``order`` (on the forest split by its ``order``-gram
     state where it is not: :func:`split_by_ngram_state`)."""
-    from minismt.hypergraph.expectations import first_order
+    from minismt.hypergraph.expectations import edge_posteriors
     if hg.n_nodes == 0:
         return {}
     split, _ = split_by_ngram_state(hg, order)
-    ngrams = edge_ngrams(split, order, barriers)
-    posteriors = first_order(split, np.zeros(split.n_edges), w, scale).posteriors
-    return ngrams.counts(split, posteriors)
+    return edge_ngrams(split, order, barriers).counts(split, edge_posteriors(split, w, scale))
