@@ -65,6 +65,7 @@ BENCHMARKS = {
     "hiero-grammar": "hiero_grammar",
     "hiero-decode": "hiero_decode",
     "hiero-tuning": "hiero_tuning",
+    "expectation-speed": "expectation_speed",
 }
 
 

@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 from minismt.errors import InputError
 from minismt.features import FeatureSpace
 from minismt.hypergraph import HypergraphBuilder
-from minismt.hypergraph.expectations import (entropy, expectation_gradient, expected_features, expected_products,
-                                             first_order)
+from minismt.hypergraph.expectations import (ExpectationBatch, entropy, expectation_gradient, expected_features,
+                                             expected_products, first_order, first_order_with_gradient)
 import random_forests
 from random_forests import derivation_table
 
@@ -127,6 +127,29 @@ def test_entropy_equals_enumeration(hg, w, scale):
     _, p, _, _ = enumerate_goal(hg, w, scale)
     expected = -float(np.sum(p[p > 0] * np.log(p[p > 0])))
     assert entropy(hg, w, scale) == pytest.approx(expected, abs=1e-9)
+
+
+@SETTINGS
+@given(st.lists(forests(), min_size=1, max_size=3), weights_st, scales_st, st.floats(-2, 2), st.data())
+def test_a_batch_equals_each_forest_s_first_order_semiring(hgs, w, scale, score_coefficient, data):
+    """The batched passes against :func:`first_order_with_gradient` per forest (itself tested against
+    enumeration above): log Z, E[r], E[score] and the gradient of ``c . E[r] + c_s E[score]``, with integer
+    edge values and each forest given as its own structure."""
+    values = [np.array(data.draw(st.lists(st.integers(-3, 3), min_size=3 * hg.n_edges, max_size=3 * hg.n_edges)),
+                       dtype=np.int16).reshape(hg.n_edges, 3) for hg in hgs]
+    coefficients = np.array(data.draw(st.lists(st.floats(-2, 2), min_size=3, max_size=3)))
+    batch = ExpectationBatch([(hg, hg, np.arange(hg.n_edges), v) for hg, v in zip(hgs, values)])
+    result = batch.evaluate(w, scale)
+    gradient = batch.gradient(coefficients, score_coefficient)
+    expected_gradient = np.zeros_like(gradient)
+    for f, (hg, v) in enumerate(zip(hgs, values)):
+        scores = hg.edge_scores(w) * scale
+        reference, by_edge = first_order_with_gradient(hg, np.column_stack([v, scores]), w, scale)
+        assert result.log_z[f] == pytest.approx(reference.log_z, abs=1e-9)
+        np.testing.assert_allclose(result.expectation[f], reference.expectation[:3], rtol=1e-9, atol=1e-9)
+        assert result.score_expectation[f] == pytest.approx(reference.expectation[3], abs=1e-8)
+        expected_gradient += coefficients @ by_edge[:3] + score_coefficient * by_edge[3]
+    np.testing.assert_allclose(gradient, expected_gradient, rtol=1e-7, atol=1e-8)
 
 
 def chain(length: int, scores=(40.0, 39.0), values=(1.0, 3.0)):

@@ -17,7 +17,9 @@ from hypothesis import strategies as st
 from minismt.errors import InputError
 from minismt.features import FeatureSpace
 from minismt.hypergraph import HypergraphBuilder
-from minismt.hypergraph.ngrams import edge_ngrams, expected_ngram_counts, split_by_ngram_state
+from minismt.hypergraph.expectations import ExpectationBatch, first_order_with_gradient
+from minismt.hypergraph.ngrams import edge_ngrams, expected_ngram_counts, split_by_bleu_state, split_by_ngram_state
+from minismt.metrics import BleuReferences
 import random_forests
 from random_forests import derivation_table
 
@@ -137,6 +139,62 @@ def test_splitting_keeps_the_derivations_and_makes_the_counts_exact(hg, w, order
     assert_counts_equal(expected_ngram_counts(hg, w, order), enumerated_counts(hg, w, order))
     if split is not hg:  # a reweighted forest keeps its scores through the split
         assert_counts_equal(expected_ngram_counts(hg.reweight(w), None, order), enumerated_counts(hg, w, order))
+
+
+@SETTINGS
+@given(forests(), weights_st, st.sampled_from([2, 4]))
+def test_a_split_without_features_takes_them_from_the_forest_through_its_origins(hg, w, order):
+    """The split forest without features, batched with its origins, gives the expected BLEU statistics (each
+    edge's :meth:`order_counts`, against a count by hand) and their gradient of the split forest with its
+    features copied."""
+    copied, origin = split_by_ngram_state(hg, order)
+    bare, bare_origin = split_by_ngram_state(hg, order, features=False)
+    assert np.array_equal(origin, bare_origin)
+    assert bare is hg or bare.feat_ids.size == 0
+    ngrams = edge_ngrams(bare, order)
+    matched = np.arange(ngrams.orders.shape[0]) % 3 == 0
+    counts = np.zeros((bare.n_edges, 2 * order), dtype=np.int16)  # order_counts by hand
+    edge_of = np.repeat(np.arange(bare.n_edges), np.diff(ngrams.offsets))
+    np.add.at(counts, (edge_of, 2 * (ngrams.orders - 1) + 1), 1)
+    np.add.at(counts, (edge_of[matched], 2 * (ngrams.orders[matched] - 1)), 1)
+    assert np.array_equal(ngrams.order_counts(matched), counts)
+    batch = ExpectationBatch([(hg, bare, bare_origin, counts)])
+    result = batch.evaluate(w)
+    reference, gradient = first_order_with_gradient(copied, counts.astype(np.float64), w)
+    np.testing.assert_allclose(result.expectation[0], reference.expectation, rtol=1e-9, atol=1e-9)
+    coefficients = np.arange(1.0, 2 * order + 1)
+    np.testing.assert_allclose(batch.gradient(coefficients), coefficients @ gradient, rtol=1e-7, atol=1e-8)
+
+
+def bleu_statistics_by_hand(words, references, order):
+    """``[m1, t1, ...]`` of a yield: its n-grams without a barrier, and those some reference holds."""
+    held = {tuple(ref.split()[i:i + n]) for ref in references for n in range(1, order + 1)
+            for i in range(len(ref.split()) - n + 1)}
+    out = []
+    for n in range(1, order + 1):
+        grams = [tuple(words[i:i + n]) for i in range(len(words) - n + 1)]
+        grams = [g for g in grams if not any(word in ("<s>", "</s>") for word in g)]
+        out += [sum(g in held for g in grams), len(grams)]
+    return out
+
+
+@SETTINGS
+@given(forests(), weights_st, st.sampled_from([1, 2, 3, 4]),
+       st.lists(st.lists(st.sampled_from(["a", "b", "c", "<s>"]), max_size=7).map(" ".join), min_size=1,
+                max_size=2))
+def test_the_bleu_split_keeps_the_derivations_and_gives_each_its_statistics(hg, w, order, references):
+    """Every derivation of the forest split by its BLEU state is one of the forest's (same score and yield,
+    each once), and the sums of its edges' statistics are its yield's BLEU statistics, matches unclipped."""
+    split, origin, counts = split_by_bleu_state(hg, BleuReferences([references]), 0, order, features=False)
+    scores = np.where(origin >= 0, hg.edge_scores(w)[np.maximum(origin, 0)], 0.0)
+    table = derivation_table(split, scores, *[counts[:, j].astype(np.int64) for j in range(2 * order)])
+    found = Counter()
+    for derivation in table[split.goal]:
+        words = derivation[-1]
+        assert list(derivation[1:1 + 2 * order]) == bleu_statistics_by_hand(words, references, order), words
+        found[(round(derivation[0], 9), words)] += 1
+    assert found == derivation_multiset(hg, w)
+    assert split.n_edges <= split_by_ngram_state(hg, order)[0].n_edges or split_by_ngram_state(hg, order)[0] is hg
 
 
 def test_each_ngram_is_created_once_at_the_edge_where_its_words_meet():

@@ -17,7 +17,7 @@ from minismt.features import FeatureSpace
 from minismt.hypergraph import ForestData
 from minismt.kbest import KBest
 from minismt.metrics import BleuReferences, corpus_bleu_from_stats
-from tuners.minrisk import ForestMinimumRisk, MinimumRisk, edge_statistics, log_bleu_of_expectations
+from tuners.minrisk import ForestMinimumRisk, MinimumRisk, log_bleu_of_expectations
 import random_forests
 from random_forests import derivation_table
 
@@ -142,7 +142,7 @@ def test_forest_objective_equals_enumeration_and_its_gradient_the_finite_differe
     forests, references = case
     data = ForestData(forests, np.arange(len(forests)), BleuReferences([[r] for r in references]))
     tuner = ForestMinimumRisk(temperature=temperature)
-    tuner._forests = [edge_statistics(f, s, data.references) for s, f in enumerate(forests)]
+    tuner._prepare(data)
     value, gradient, _ = tuner._objective(w, temperature)
     assert value == pytest.approx(forest_objective_by_hand(forests, references, w, temperature), abs=1e-9)
     for j in range(3):  # one-sided differences: where the expected length meets the reference's, the

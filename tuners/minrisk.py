@@ -13,11 +13,11 @@ every tuner here is judged by, reached as ``p`` peaks, and needs no tuned consta
 linear BLEU needs gain parameters fitted to a corpus. On k-best lists the statistics are each hypothesis'
 own (clipped matches, as BLEU); on forests a match is not clipped (each n-gram of a derivation found in a
 reference counts), because clipping is not a sum over edges: the forest's ``m_n`` and ``t_n`` are sums of
-what each edge's new n-grams add (:mod:`minismt.hypergraph.ngrams`), and their expectations and gradients
-come from the first-order expectation semiring in one inside-outside pass per forest
-(:mod:`minismt.hypergraph.expectations`; the gradient of an expectation is a covariance with the features,
-and of the objective, the covariance with ``c . r - temperature / S * score``, ``c`` the objective's
-derivative in the statistics).
+what each edge's new n-grams add on the forest split by its BLEU state (:mod:`minismt.hypergraph.ngrams`), and
+their expectations and gradients come from the first-order expectation semiring over all forests at once
+(:class:`minismt.hypergraph.expectations.ExpectationBatch`; the gradient of an expectation is a covariance with
+the features, and of the objective, the covariance with the one edge value ``c . r - temperature / S * score``,
+``c`` the objective's derivative in the statistics).
 
 Deterministic annealing (Smith & Eisner 2006): with ``temperature > 0`` the entropy term keeps ``p`` spread
 while the weights take shape; each L-BFGS solve is followed by another from its result at ``temperature *
@@ -30,14 +30,15 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
+from typing import NamedTuple
 
 import numpy as np
 from scipy.optimize import minimize
 
 from minismt.errors import InputError
-from minismt.hypergraph import ForestData
-from minismt.hypergraph.expectations import first_order_with_gradient
-from minismt.hypergraph.ngrams import edge_ngrams, split_by_ngram_state
+from minismt.hypergraph import ForestData, Hypergraph
+from minismt.hypergraph.expectations import ExpectationBatch
+from minismt.hypergraph.ngrams import split_by_bleu_state
 from minismt.kbest import KBest
 from minismt.metrics import MAX_ORDER
 from tuners.base import Tuner, TunerTags, register
@@ -68,18 +69,24 @@ def _closest_length(lengths: np.ndarray, length: float) -> float:
     return float(lengths[np.argmin(np.abs(lengths - length))])
 
 
-def edge_statistics(forest, sentence: int, references):
-    """``forest`` split by its 4-gram state, each of its edges' BLEU statistics ``[m1, t1, ..., m4, t4]`` (the
-    n-grams the edge creates, and those of them some reference of ``sentence`` holds: unclipped matches) and
-    the sentence's reference lengths. A derivation's sums of them are its statistics, matches unclipped."""
-    split, _ = split_by_ngram_state(forest, MAX_ORDER)
-    ngrams = edge_ngrams(split, MAX_ORDER)
-    matched = references.in_references(sentence, ngrams.grams, split.vocab.words)
-    edge_of = np.repeat(np.arange(split.n_edges), np.diff(ngrams.offsets))
-    counts = np.zeros((split.n_edges, N_COUNTS))
-    np.add.at(counts, (edge_of, 2 * (ngrams.orders - 1) + 1), 1.0)
-    np.add.at(counts, (edge_of[matched], 2 * (ngrams.orders[matched] - 1)), 1.0)
-    return split, counts, references.reference_lengths(sentence).astype(np.float64)
+class EdgeStatistics(NamedTuple):
+    """A forest split by its BLEU state against a sentence's references (``split``; its edges' features are copied
+    only when asked, else ``origin`` gives each edge's edge in the unsplit forest, -1 for the edges into a new
+    goal), each split edge's BLEU statistics ``counts`` (int16, ``[m1, t1, ..., m4, t4]``: the n-grams it creates
+    and those of them some reference holds, matches unclipped) and the sentence's reference ``lengths``. A
+    derivation's sums of the counts are its statistics, matches unclipped."""
+
+    split: Hypergraph
+    origin: np.ndarray
+    counts: np.ndarray
+    lengths: np.ndarray
+
+
+def edge_statistics(forest, sentence: int, references, features: bool = True) -> EdgeStatistics:
+    """:class:`EdgeStatistics` of ``forest``, a forest of dev sentence ``sentence`` of ``references``
+    (:func:`~minismt.hypergraph.ngrams.split_by_bleu_state`)."""
+    split, origin, counts = split_by_bleu_state(forest, references, sentence, MAX_ORDER, features=features)
+    return EdgeStatistics(split, origin, counts, references.reference_lengths(sentence).astype(np.float64))
 
 
 class _MinimumRisk(Tuner, ABC):
@@ -224,10 +231,11 @@ class MinimumRisk(_MinimumRisk):
 @register("hg-minrisk")
 class ForestMinimumRisk(_MinimumRisk):
     """Minimum risk (expected BLEU) over every derivation of the dev set's forests (Li & Eisner 2009): the
-    expected statistics and their gradients from the first-order expectation semiring on each forest split by
-    its 4-gram state (module docstring: matches not clipped). The parameters are :class:`MinimumRisk`'s.
-    After :meth:`fit`: ``weights_``, ``expected_bleu_``, ``history_`` and ``split_edges_`` (the forests' edges
-    after the split)."""
+    expected statistics of each forest split by its BLEU state (module docstring: matches not clipped), and
+    the objective's gradient, from two batched passes over all forests (:class:`ExpectationBatch`: the log
+    inside-outside, then the conditional expectations of the one edge value the objective's derivative makes
+    of the statistics). The parameters are :class:`MinimumRisk`'s. After :meth:`fit`: ``weights_``,
+    ``expected_bleu_``, ``history_`` and ``split_edges_`` (the forests' edges after the split)."""
 
     tags = TunerTags(fits_on="forests")
 
@@ -236,28 +244,31 @@ class ForestMinimumRisk(_MinimumRisk):
         if not isinstance(data, ForestData):
             raise InputError(f"tuning data of type {type(data).__name__}", expected="a ForestData of forests")
         w = self._start(data.weight_array(w0).astype(np.float64))
-        self._forests = [edge_statistics(forest, int(s), data.references)
-                         for forest, s in zip(data.forests, data.sentence_ids)]
-        self.split_edges_ = int(sum(f[0].n_edges for f in self._forests))
+        self._prepare(data)
         self.weights_ = self._result(self._solve(w, np.ones(w.shape[0], dtype=bool)))
-        del self._forests
+        del self._batch, self._lengths
         return self.weights_
 
+    def _prepare(self, data: ForestData) -> None:
+        """Split every forest, count its edges' statistics and batch them."""
+        pieces, self._lengths = [], []
+        for forest, sentence in zip(data.forests, data.sentence_ids):
+            statistics = edge_statistics(forest, int(sentence), data.references, features=False)
+            pieces.append((forest, statistics.split, statistics.origin, statistics.counts))
+            self._lengths.append(statistics.lengths)
+        self._batch = ExpectationBatch(pieces)
+        self.split_edges_ = self._batch.n_edges
+
     def _objective(self, w, temperature):
-        """One inside-outside pass per forest gives the expected statistics, the entropy (``log Z - E[score]``)
-        and the gradient of each expectation; the objective's derivative in the statistics then weighs them."""
-        expected, entropies, reference = [], [], 0.0
-        gradients = np.zeros((N_COUNTS + 1, len(self._forests[0][0].space)))
-        for split, counts, lengths in self._forests:
-            scores = split.edge_scores(w)
-            result, gradient = first_order_with_gradient(split, np.column_stack([counts, scores]), w)
-            expected.append(result.expectation[:N_COUNTS])
-            entropies.append(max(0.0, result.log_z - float(result.expectation[N_COUNTS])))
-            reference += _closest_length(lengths, result.expectation[1])
-            gradients += gradient[:, :gradients.shape[1]]
-        value, derivative = log_bleu_of_expectations(np.sum(expected, axis=0), reference)
-        mean_entropy = float(np.mean(entropies))
-        # d H_s / dw = -Cov_s(score, f): the last row, summed over the forests, with the entropy term's weight
-        gradient = derivative @ gradients[:N_COUNTS] - temperature / len(self._forests) * gradients[N_COUNTS]
+        """The expected statistics and the entropies (``log Z - E[score]``) from one pass; the objective's
+        derivative in the statistics, and the entropy term's weight on the scores, make the one edge value whose
+        covariance with the features is the gradient."""
+        result = self._batch.evaluate(w)
+        reference = sum(_closest_length(lengths, expected[1])
+                        for lengths, expected in zip(self._lengths, result.expectation))
+        value, derivative = log_bleu_of_expectations(result.expectation.sum(axis=0), reference)
+        mean_entropy = float(np.mean(np.maximum(0.0, result.log_z - result.score_expectation)))
+        # d H_s / dw = -Cov_s(score, f): the scores' coefficient, with the entropy term's weight
+        gradient = self._batch.gradient(derivative, -temperature / self._batch.n_forests)
         return value + temperature * mean_entropy, gradient, {"log_expected_bleu": value,
                                                                "mean_entropy": mean_entropy}

@@ -22,7 +22,7 @@ into the next weights as ORO mixes its shards (Watanabe 2012; Chiang 2012 averag
 Hope and fear come from each sentence's k-best list (``select="kbest"``, cdec's ``--k_best_size``) or from its
 whole search graph (``select="forest"``, Chiang 2012 sec. 4 searches the forest): the Viterbi derivations under
 ``w.f(d) +- G(d)``, where ``G`` is the background BLEU linearised at the pseudo-document, ``G(d) = grad B(0) .
-s(d)``, an edge-decomposed gain (each edge's n-gram statistics on the forest split by its 4-gram state,
+s(d)``, an edge-decomposed gain (each edge's n-gram statistics on the forest split by its BLEU state,
 matches not clipped: :func:`tuners.minrisk.edge_statistics`); the loss and the step then use the true
 background BLEU of the two translations, as in the k-best case. The linearisation is the first-order term of
 Chiang's oracle-document BLEU in the sentence's statistics, which are small against the pseudo-document's
@@ -184,7 +184,7 @@ class _Learner:
         for forest, sentence in zip(forests, sentences):
             sentence = int(sentence)
             self._grow(len(forest.space))
-            split, counts, lengths = edge_statistics(forest, sentence, references)
+            split, _, counts, lengths = edge_statistics(forest, sentence, references)
             scores = split.edge_scores(self.w)
             best = _viterbi(split, scores)
             length = len(best.text.split())

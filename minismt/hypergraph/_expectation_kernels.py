@@ -21,6 +21,9 @@ import math
 import numpy as np
 from numba import njit
 
+from minismt._primitives import logaddexp
+from minismt.hypergraph._kernels import LOG, inside
+
 
 @njit(cache=True)
 def _merge(acc_log, acc_vec, x, vec):
@@ -155,3 +158,92 @@ def sparse_expectation(posterior, feat_offsets, feat_ids, feat_values, out):
             continue
         for k in range(feat_offsets[e], feat_offsets[e + 1]):
             out[feat_ids[k]] += mu * feat_values[k]
+
+
+@njit(cache=True)
+def batch_posteriors(node_off, edge_off, in_offsets, edge_head, tail_offsets, tails, score, values, log_beta,
+                     log_alpha, posterior, node_posterior, log_z, expectation, score_expectation):
+    """Log inside (the forest core's, over all forests at once: they share no node) and outside over each forest
+    ``f`` of a batch (nodes ``node_off[f]:node_off[f+1]``, its goal the last; edges ``edge_off[f]:edge_off[f+1]``;
+    global ids), and from them each edge's posterior ``mu_e``, each node's ``nu_v`` (expected uses), ``log Z_f``,
+    ``E_f[values]`` and ``E_f[score]`` (``sum_e mu_e x_e``).
+    A forest whose derivations all score ``-inf`` has zero posteriors and expectations."""
+    dim = values.shape[1]
+    inside(in_offsets, tail_offsets, tails, score, LOG, log_beta, np.empty(log_beta.shape[0], dtype=np.int64))
+    for f in range(node_off.shape[0] - 1):
+        first, goal = node_off[f], node_off[f + 1] - 1
+        for v in range(first, goal + 1):
+            log_alpha[v] = -np.inf
+        log_alpha[goal] = 0.0
+        z = log_beta[goal]
+        log_z[f] = z
+        for i in range(dim):
+            expectation[f, i] = 0.0
+        score_expectation[f] = 0.0
+        for e in range(edge_off[f + 1] - 1, edge_off[f] - 1, -1):
+            b = log_alpha[edge_head[e]]
+            lo, hi = tail_offsets[e], tail_offsets[e + 1]
+            mass = b + score[e]
+            for p in range(lo, hi):
+                mass += log_beta[tails[p]]
+            if b == -np.inf or z == -np.inf or mass == -np.inf:
+                posterior[e] = 0.0
+                continue
+            mu = math.exp(mass - z)
+            posterior[e] = mu
+            for i in range(dim):
+                expectation[f, i] += mu * values[e, i]
+            score_expectation[f] += mu * score[e]
+            for p in range(lo, hi):
+                t = tails[p]
+                log_alpha[t] = logaddexp(log_alpha[t], mass - log_beta[t])
+        for v in range(first, goal + 1):
+            m = log_alpha[v] + log_beta[v] - z
+            node_posterior[v] = math.exp(m) if m > -np.inf else 0.0
+
+
+@njit(cache=True)
+def batch_covariance_weights(node_off, edge_off, in_offsets, edge_head, tail_offsets, tails, score, values,
+                             coefficients, score_coefficient, posterior, node_posterior, q_beta, q_alpha, out):
+    """``out[e] = mu_e (E_e[q] - E[q])`` for the edge-local ``q_e = coefficients . values[e] + score_coefficient
+    score[e]``: the derivative of ``E[q]`` in edge ``e``'s score, so that ``sum_e out[e] f_e`` is the covariance
+    of ``q`` with the features (the gradient of ``E[q]`` for unit scale; Li & Eisner 2009, sec. 4.1).
+    ``E_e[q]`` is the first-order semiring's edge marginal, from the conditional inside and outside
+    expectations of ``q`` (``q_beta``, ``q_alpha``) weighted by the posteriors of :func:`batch_posteriors`
+    (an edge's share of its head's inside mass is ``mu_e / nu_head``, of a tail's outside mass ``mu_e / nu_tail``):
+    no logarithm or exponential, two passes that only multiply and add."""
+    dim = values.shape[1]
+    for f in range(node_off.shape[0] - 1):
+        first, goal = node_off[f], node_off[f + 1] - 1
+        for v in range(first, goal + 1):
+            q_alpha[v] = 0.0
+            nu = node_posterior[v]
+            acc = 0.0
+            if nu > 0.0:
+                for e in range(in_offsets[v], in_offsets[v + 1]):
+                    mu = posterior[e]
+                    if mu == 0.0:
+                        continue
+                    x = score_coefficient * score[e]
+                    for i in range(dim):
+                        x += coefficients[i] * values[e, i]
+                    for p in range(tail_offsets[e], tail_offsets[e + 1]):
+                        x += q_beta[tails[p]]
+                    acc += mu / nu * x
+            q_beta[v] = acc
+        mean = q_beta[goal]
+        for e in range(edge_off[f + 1] - 1, edge_off[f] - 1, -1):
+            mu = posterior[e]
+            if mu == 0.0:
+                out[e] = 0.0
+                continue
+            lo, hi = tail_offsets[e], tail_offsets[e + 1]
+            x = q_alpha[edge_head[e]] + score_coefficient * score[e]
+            for i in range(dim):
+                x += coefficients[i] * values[e, i]
+            for p in range(lo, hi):
+                x += q_beta[tails[p]]
+            out[e] = mu * (x - mean)
+            for p in range(lo, hi):
+                t = tails[p]
+                q_alpha[t] += mu / node_posterior[t] * (x - q_beta[t])

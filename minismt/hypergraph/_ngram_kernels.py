@@ -16,6 +16,7 @@ import numpy as np
 from numba import njit
 
 from minismt._primitives import grow, grow_rows
+from minismt.metrics._kernels import KEY_BASE
 
 GAP = -3
 """The token standing for the inside of a yield longer than ``K`` words."""
@@ -207,13 +208,15 @@ def _same_state(u, n, first, last, k, need_left, need_right, n_len, n_left, n_ri
 
 @njit(cache=True)
 def split_by_state(in_offsets, tail_offsets, tails, tmpl_offsets, tmpl, k, need_left, need_right, max_seq, max_arity,
-                   max_edges):
+                   max_edges, known, nomatch):
     """The forest's nodes split by their n-gram state: each old node becomes one new node per distinct state (yield
     length capped at ``k + 1`` and the boundary words its parents see) of its derivations, each old edge one new
     edge per choice of its tails' new nodes, into the new node of the state that choice makes. Returns the new
     nodes' first index per old node (``n_old + 1``), each new edge's head, old edge and tails (``max_arity``
-    columns, -1 padded), and the new edge count, -1 if it would pass ``max_edges``. Edges come grouped by head in
-    node order, as :class:`~minismt.hypergraph.Hypergraph` keeps them."""
+    columns, -1 padded), the new edge count, -1 if it would pass ``max_edges``, and the new nodes' states (length,
+    left and right boundaries). Edges come grouped by head in node order, as :class:`~minismt.hypergraph.Hypergraph`
+    keeps them. With reference n-gram codes ``known`` (sorted; empty: none), the state is minimised against them
+    (:func:`_minimise`), template words being reference-local ids."""
     n_old = in_offsets.shape[0] - 1
     width = max(k, 1)
     first_new = np.zeros(n_old + 1, dtype=np.int64)
@@ -254,6 +257,8 @@ def split_by_state(in_offsets, tail_offsets, tails, tmpl_offsets, tmpl, k, need_
                 for i in range(m):
                     first[i] = seq[i]
                     last[i] = seq[size - m + i]
+                if known.shape[0] > 0:
+                    _minimise(first, last, n, k, known, nomatch)
                 head = -1
                 for u in range(first_new[v], count):
                     if not (need_left[v] or need_right[v]) or _same_state(u, n, first, last, k, need_left[v],
@@ -272,7 +277,7 @@ def split_by_state(in_offsets, tail_offsets, tails, tmpl_offsets, tmpl, k, need_
                         n_right[head, i] = last[i]
                     count += 1
                 if edges + 1 > max_edges:
-                    return first_new, e_head, e_old, e_tails, -1
+                    return first_new, e_head, e_old, e_tails, -1, n_len, n_left, n_right
                 if edges + 1 > e_head.shape[0]:
                     e_head = grow(e_head, edges + 1)
                     e_old = grow(e_old, edges + 1)
@@ -299,4 +304,78 @@ def split_by_state(in_offsets, tail_offsets, tails, tmpl_offsets, tmpl, k, need_
         e_old[block:edges] = e_old[block:edges][order]
         e_tails[block:edges] = e_tails[block:edges][order]
     first_new[n_old] = count
-    return first_new, e_head, e_old, e_tails, edges
+    return first_new, e_head, e_old, e_tails, edges, n_len[:count], n_left[:count], n_right[:count]
+
+
+@njit(cache=True)
+def _is_known(known, seq, start, n):
+    """Whether the n-gram ``seq[start:start+n]`` (reference-local ids) is among the sorted codes ``known``."""
+    key = np.int64(0)
+    for i in range(start, start + n):
+        key = key * KEY_BASE + np.int64(seq[i] + 1)
+    at = np.searchsorted(known, key)
+    return at < known.shape[0] and known[at] == key
+
+
+@njit(cache=True)
+def _minimise(first, last, n, k, known, nomatch):
+    """A node's BLEU state: its boundary words reduced to those a reference n-gram can hold, the others
+    ``nomatch``. A parent's n-gram that reaches ``j`` words into the yield holds them as its own prefix or suffix,
+    a reference n-gram when it matches; and a prefix of a reference n-gram is one (a suffix too). So only the
+    longest prefix of the left boundary that is a reference n-gram, and the longest such suffix of the right one,
+    can be in a match (a short yield, ``n <= k``, is one sequence: its words outside both are never matched); the
+    rest can be any word no reference holds, the lengths kept for the counts. KenLM's state minimisation, with
+    the references as the language model."""
+    if n <= k:
+        p = 0
+        while p < n and _is_known(known, first, 0, p + 1):
+            p += 1
+        q = 0
+        while q < n - p and _is_known(known, first, n - q - 1, q + 1):
+            q += 1
+        for i in range(p, n - q):
+            first[i] = nomatch
+            last[i] = nomatch
+        return
+    p = 0
+    while p < k and _is_known(known, first, 0, p + 1):
+        p += 1
+    for i in range(p, k):
+        first[i] = nomatch
+    q = 0
+    while q < k and _is_known(known, last, k - q - 1, q + 1):
+        q += 1
+    for i in range(k - q):
+        last[i] = nomatch
+
+
+@njit(cache=True)
+def edge_bleu_counts(tail_offsets, tails, tmpl_offsets, tmpl, k, length, left, right, barrier, max_seq, known,
+                     out):
+    """``out[e]``: edge ``e``'s BLEU statistics ``[m1, t1, ..., m_{k+1}, t_{k+1}]``: the n-grams it creates of each
+    order (``t``) and those of them among the reference codes ``known`` (``m``, unclipped)."""
+    seq = np.empty(max_seq, dtype=np.int64)
+    owner = np.empty(max_seq, dtype=np.int64)
+    grams = np.empty((max_seq * (k + 1), k + 1), dtype=np.int64)
+    orders = np.empty(max_seq * (k + 1), dtype=np.int32)
+    for e in range(out.shape[0]):
+        edge_tails = tails[tail_offsets[e]:tail_offsets[e + 1]]
+        size, _ = _sequence(e, edge_tails, tmpl_offsets, tmpl, k, length, left, right, seq, owner)
+        found = _scan(seq, owner, size, k, barrier, e, grams, orders, 0, True)
+        for row in range(found):
+            n = orders[row]
+            out[e, 2 * (n - 1) + 1] += 1
+            if _is_known(known, grams[row], 0, n):
+                out[e, 2 * (n - 1)] += 1
+
+
+@njit(cache=True)
+def order_counts(offsets, orders, matched, out):
+    """``out[e, 2 (n - 1) + 1]``: the n-grams of order ``n`` edge ``e`` creates (rows ``offsets[e]:offsets[e+1]``
+    of ``orders``), ``out[e, 2 (n - 1)]`` those of them ``matched`` marks."""
+    for e in range(offsets.shape[0] - 1):
+        for i in range(offsets[e], offsets[e + 1]):
+            column = 2 * (orders[i] - 1)
+            out[e, column + 1] += 1
+            if matched[i]:
+                out[e, column] += 1

@@ -22,6 +22,8 @@ import numpy as np
 from minismt.errors import InputError
 from minismt.hypergraph import _ngram_kernels as _kernels
 from minismt.hypergraph.graph import Hypergraph
+from minismt.metrics import MAX_ORDER, BleuReferences
+from minismt.metrics._kernels import KEY_BASE
 
 BARRIERS = ("<s>", "</s>")
 
@@ -35,6 +37,14 @@ class EdgeNgrams:
     offsets: np.ndarray
     grams: np.ndarray
     orders: np.ndarray
+
+    def order_counts(self, matched: np.ndarray) -> np.ndarray:
+        """int16 ``E x 2 order``: per edge ``[m1, t1, ..., m_order, t_order]``, its n-grams of each order (``t``)
+        and those of them ``matched`` (bool per row of :attr:`grams`) marks (``m``): BLEU's statistics of the
+        edge, matches unclipped."""
+        out = np.zeros((len(self.offsets) - 1, 2 * self.order), dtype=np.int16)
+        _kernels.order_counts(self.offsets, self.orders, np.asarray(matched, dtype=bool), out)
+        return out
 
     def counts(self, hg: Hypergraph, weights_per_edge: np.ndarray) -> dict[tuple[str, ...], float]:
         """``{n-gram words: sum_e weights_per_edge[e] count(e)}`` over the n-grams of non-zero weight."""
@@ -75,7 +85,12 @@ def _sides(hg: Hypergraph, k: int) -> tuple[np.ndarray, np.ndarray, int]:
     if k > 0:  # unigrams see no context
         _kernels.needed_sides(hg.in_offsets, hg.tail_offsets, hg.tails, hg.tmpl_offsets, hg.tmpl, need_left,
                               need_right)
-    return need_left, need_right, int(np.diff(hg.tmpl_offsets).max(initial=0)) * (2 * k + 1) + 1
+    return need_left, need_right, _max_sequence(hg, k)
+
+
+def _max_sequence(hg: Hypergraph, k: int) -> int:
+    """The longest edge sequence: each template item a word or a tail's two boundaries and its gap."""
+    return int(np.diff(hg.tmpl_offsets).max(initial=0)) * (2 * k + 1) + 1
 
 
 def _boundaries(hg: Hypergraph, k: int):
@@ -121,23 +136,80 @@ def _gather(offsets: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarr
     return new, positions
 
 
-def split_by_ngram_state(hg: Hypergraph, order: int = 4,
-                         max_edges: int = MAX_SPLIT_EDGES) -> tuple[Hypergraph, np.ndarray]:
+def split_by_ngram_state(hg: Hypergraph, order: int = 4, max_edges: int = MAX_SPLIT_EDGES,
+                         features: bool = True) -> tuple[Hypergraph, np.ndarray]:
     """``hg`` with its nodes split by their ``order``-gram state (the yield's length up to ``order - 1`` words
     and the first and last ``order - 1`` words its parents see), so that :func:`edge_ngrams` is exact on it:
     the same derivations, with the same features and yields. A decoder whose LM state is minimised (KenLM's,
     ours) recombines hypotheses that differ in words the LM cannot use but BLEU's n-grams do; this splits them
     again. Returns the forest (``hg`` itself when it is split already) and each edge's edge in ``hg`` (-1 for
-    the edges into a new goal over the old goal's states)."""
+    the edges into a new goal over the old goal's states). Without ``features`` the split forest's edges carry
+    none (nor scores): the structure and yields alone, for a caller that takes each edge's features from ``hg``
+    through the returned origins (a split multiplies the edges, their features need not be copied)."""
     k = _check_order(order)
     *_, fault = _boundaries(hg, k)
     if fault < 0 or hg.n_nodes == 0:
         return hg, np.arange(hg.n_edges, dtype=np.int64)
+    split, origin, _ = _split(hg, order, max_edges, features, hg.tmpl, np.zeros(0, dtype=np.int64), 0)
+    return split, origin
+
+
+BARRIER_ID = int(KEY_BASE) - 3
+NO_MATCH_ID = int(KEY_BASE) - 2
+"""The reference-local ids :func:`split_by_bleu_state` gives ``<s>``/``</s>`` and the words no reference holds."""
+
+
+def split_by_bleu_state(hg: Hypergraph, references: BleuReferences, sentence: int, order: int = 4,
+                        max_edges: int = MAX_SPLIT_EDGES, features: bool = True,
+                        barriers=BARRIERS) -> tuple[Hypergraph, np.ndarray, np.ndarray]:
+    """``hg`` split by its BLEU state against the references of ``sentence``, and each edge's BLEU statistics.
+
+    The BLEU state is the ``order``-gram state of :func:`split_by_ngram_state` minimised to what a match can
+    use, as KenLM minimises an LM state (:func:`._ngram_kernels._minimise`): of the first and last
+    ``order - 1`` words only the longest prefix and suffix that are reference n-grams, every other word, and
+    every word no reference holds, one word that matches nothing. Derivations that differ only in words no
+    match can hold share their nodes, so the forest grows far less than under the full n-gram state, and each
+    derivation's statistics are still the sums of its edges'. Returns the forest (``features`` as in
+    :func:`split_by_ngram_state`), each edge's edge in ``hg``, and ``int16 E x 2 order`` statistics per edge,
+    ``[m1, t1, ..., m_order, t_order]``: the n-grams it creates (``t``) and those some reference holds (``m``,
+    unclipped: clipping is not a sum over edges)."""
+    k = _check_order(order)
+    if order > MAX_ORDER:
+        raise InputError(f"order={order}", expected=f"at most {MAX_ORDER}, the references' n-grams")
+    if len(references._vocab[sentence]) >= BARRIER_ID:
+        raise InputError(f"sentence {sentence}'s references have {len(references._vocab[sentence])} words",
+                         expected=f"fewer than {BARRIER_ID}")
+    words = np.flatnonzero(np.bincount(hg.tmpl[hg.tmpl >= 0], minlength=1))
+    local = np.full(len(hg.vocab) + 1, NO_MATCH_ID, dtype=np.int64)
+    found = references.local_ids(sentence, [hg.vocab.words[i] for i in words.tolist()])
+    local[words] = np.where(found >= 0, found, NO_MATCH_ID)
+    for word in barriers:
+        if word in hg.vocab:
+            local[hg.vocab.get(word)] = BARRIER_ID
+    state_tmpl = np.where(hg.tmpl >= 0, local[np.maximum(hg.tmpl, 0)], hg.tmpl)
+    if hg.n_nodes == 0:
+        return hg, np.zeros(0, dtype=np.int64), np.zeros((0, 2 * order), dtype=np.int16)
+    split, origin, (length, left, right) = _split(hg, order, max_edges, features, state_tmpl,
+                                                   references.ngram_codes(sentence), NO_MATCH_ID)
+    counts = np.zeros((split.n_edges, 2 * order), dtype=np.int16)
+    split_tmpl = np.where(split.tmpl >= 0, local[np.maximum(split.tmpl, 0)], split.tmpl)
+    _kernels.edge_bleu_counts(split.tail_offsets, split.tails, split.tmpl_offsets, split_tmpl, k, length, left,
+                              right, np.array([BARRIER_ID], dtype=np.int64), _max_sequence(split, k),
+                              references.ngram_codes(sentence), counts)
+    return split, origin, counts
+
+
+def _split(hg: Hypergraph, order: int, max_edges: int, features: bool, state_tmpl: np.ndarray, known: np.ndarray,
+           nomatch: int):
+    """The split of :func:`split_by_ngram_state` (``known`` empty) or :func:`split_by_bleu_state`, its states
+    computed on the template words ``state_tmpl``: the forest, each edge's origin and each node's state (capped
+    length, left and right boundary words; a new goal's empty)."""
+    k = _check_order(order)
     need_left, need_right, max_seq = _sides(hg, k)
     max_arity = int(np.diff(hg.tail_offsets).max(initial=0))
-    first_new, e_head, e_old, e_tails, n_edges = _kernels.split_by_state(
-        hg.in_offsets, hg.tail_offsets, hg.tails, hg.tmpl_offsets, hg.tmpl, k, need_left, need_right, max_seq,
-        max_arity, max_edges)
+    first_new, e_head, e_old, e_tails, n_edges, length, left, right = _kernels.split_by_state(
+        hg.in_offsets, hg.tail_offsets, hg.tails, hg.tmpl_offsets, state_tmpl, k, need_left, need_right, max_seq,
+        max_arity, max_edges, known, nomatch)
     if n_edges < 0:
         raise InputError(f"splitting the forest by its {order}-gram state would make more than {max_edges} edges",
                          expected="a forest closer to split (its decoder's LM of this order) or a lower order")
@@ -148,7 +220,12 @@ def split_by_ngram_state(hg: Hypergraph, order: int = 4,
     arity = np.diff(tail_offsets)
     tails = e_tails[np.repeat(np.arange(n_edges), arity),
                     np.arange(tail_offsets[-1]) - np.repeat(tail_offsets[:-1], arity)]
-    feat_offsets, feat_positions = _gather(hg.feat_offsets, e_old)
+    if features:
+        feat_offsets, feat_positions = _gather(hg.feat_offsets, e_old)
+        feat_ids, feat_values = hg.feat_ids[feat_positions], hg.feat_values[feat_positions]
+    else:
+        feat_offsets = np.zeros(n_edges + 1, dtype=np.int64)
+        feat_ids, feat_values = np.zeros(0, dtype=np.int32), np.zeros(0)
     tmpl_offsets, tmpl_positions = _gather(hg.tmpl_offsets, e_old)
     heads, tmpl = e_head, hg.tmpl[tmpl_positions]
     if goals > 1:  # one goal over the old goal's states, last
@@ -163,11 +240,15 @@ def split_by_ngram_state(hg: Hypergraph, order: int = 4,
         tmpl_offsets = np.concatenate([tmpl_offsets, tmpl_offsets[-1] + np.arange(1, goals + 1)])
     in_offsets = np.zeros(n_nodes + 1, dtype=np.int64)
     np.cumsum(np.bincount(heads, minlength=n_nodes), out=in_offsets[1:])
-    scores = None if hg.scores is None else np.where(e_old >= 0, hg.scores[np.maximum(e_old, 0)], 0.0)
+    scores = (None if hg.scores is None or not features
+              else np.where(e_old >= 0, hg.scores[np.maximum(e_old, 0)], 0.0))
     split = Hypergraph(hg.space, hg.vocab, n_nodes, in_offsets, tail_offsets, tails.astype(np.int32),
-                       feat_offsets, hg.feat_ids[feat_positions], hg.feat_values[feat_positions], tmpl_offsets,
-                       tmpl.astype(np.int32), scores=scores)
-    return split, e_old
+                       feat_offsets, feat_ids, feat_values, tmpl_offsets, tmpl.astype(np.int32), scores=scores)
+    if goals > 1:
+        length = np.concatenate([length, [0]])
+        left = np.concatenate([left, np.full((1, left.shape[1]), -1)])
+        right = np.concatenate([right, np.full((1, right.shape[1]), -1)])
+    return split, e_old, (length, left, right)
 
 
 def expected_ngram_counts(hg: Hypergraph, w=None, order: int = 4, scale: float = 1.0,

@@ -195,24 +195,30 @@ class BleuReferences:
                                   self._len_offsets, out)
         return out
 
+    def local_ids(self, sentence: int, words: Sequence[str]) -> np.ndarray:
+        """int64 per word: its id among the words of ``sentence``'s references (-1: in none), the ids
+        :meth:`ngram_codes` are made of."""
+        get = self._vocab[sentence].get
+        return np.array([get(word.lower() if self.lowercase else word, -1) for word in words], dtype=np.int64)
+
+    def ngram_codes(self, sentence: int) -> np.ndarray:
+        """The sorted int64 codes of ``sentence``'s reference n-grams (orders 1 to 4): ``sum_i (id_i + 1)
+        KEY_BASE^(n-1-i)`` over their :meth:`local_ids`."""
+        return self._keys[self._key_offsets[sentence]:self._key_offsets[sentence + 1]]
+
     def in_references(self, sentence: int, grams: np.ndarray, words: Sequence[str]) -> np.ndarray:
         """bool per row of ``grams`` (word ids into ``words``, orders 1 to 4, padded with -1): whether some
         reference of ``sentence`` holds that n-gram (an unclipped match: what an n-gram adds to the matches when
         counts are not clipped)."""
-        grams = np.asarray(grams, dtype=np.int64)
-        used = np.unique(grams[grams >= 0])
-        get = self._vocab[sentence].get
+        grams = np.ascontiguousarray(grams)
+        seen = np.zeros(len(words) + 1, dtype=bool)
+        seen[grams.ravel()] = True  # the padding, -1, marks the last entry
+        used = np.flatnonzero(seen[:-1])
         lookup = np.full(int(used.max(initial=-1)) + 1, -1, dtype=np.int64)
-        lookup[used] = [get(words[i].lower() if self.lowercase else words[i], -1) for i in used.tolist()]
-        mapped = np.where(grams >= 0, lookup[np.maximum(grams, 0)], -2)  # -1: no reference word, -2: padding
-        keys = np.zeros(grams.shape[0], dtype=np.int64)
-        unknown = np.zeros(grams.shape[0], dtype=bool)
-        for column in range(grams.shape[1]):
-            present = mapped[:, column] != -2
-            unknown |= present & (mapped[:, column] == -1)
-            keys = np.where(present, keys * int(_kernels.KEY_BASE) + mapped[:, column] + 1, keys)
-        known = self._keys[self._key_offsets[sentence]:self._key_offsets[sentence + 1]]
-        return np.isin(keys, known) & ~unknown
+        lookup[used] = self.local_ids(sentence, [words[i] for i in used.tolist()])
+        out = np.empty(grams.shape[0], dtype=bool)
+        _kernels.rows_in_references(grams, lookup, self.ngram_codes(sentence), out)
+        return out
 
     def reference_lengths(self, sentence: int) -> np.ndarray:
         """The lengths of ``sentence``'s references (BLEU takes the one closest to the hypothesis length)."""
