@@ -54,6 +54,23 @@ search serves), three seeds each, one run of the deterministic ones (APRO, Struc
 seed is unused), and forest minimum risk on the graphs pruned to 50 edges per reference word. The other forest
 tuners (hg-mert and the BO family on forests) were not rerun: the step search and the decoding scale leave
 them as they were."""
+PHRASE_SPARSE = {"sparse_features": "rule-id,word-pair", "word_pair_vocabulary": 500}
+"""The phrase-based model's sparse features at the APRO paper's scale (the sparse study's)."""
+HIERO_SPARSE = {"sparse_features": "rule-id,rule-shape,source-bigram,target-bigram"}
+"""A Hiero model's sparse rule features (the BO paper's large-scale set, as cdec computes it)."""
+
+
+def forest_learning_runs(sparse: dict | None = None) -> list[tuple]:
+    """``runs="forest-learning"`` (``"forest-learning-sparse"`` with the model's sparse features): issue 37's
+    tuners beside MERT (3 seeds, the reference), each tuner's decoder options ``sparse`` added: minimum risk on
+    k-best lists and on whole forests (deterministic: one run each), online MIRA with hope and fear from the
+    k-best lists and from the forests (3 seeds each: the shards' order)."""
+    extra = dict(sparse or {})
+    return ([("mert", seed, extra) for seed in (1, 2, 3)] + [("minrisk", 1, extra), ("hg-minrisk", 1, extra)]
+            + [("mira", seed, extra) for seed in (1, 2, 3)]
+            + [("mira", seed, {"select": "forest", **extra}) for seed in (1, 2, 3)])
+
+
 DEFAULT_RUNS = SEED_RUNS + [("apro", 2)]
 """The seeds, and APRO once more: its two runs must give identical weights."""
 QUICK_RUNS = [("mert", 0), ("kbmira", 0), ("apro", 0), ("pro", 0)]
@@ -114,6 +131,9 @@ def run(quick: bool = False, iterations: int = 6, stack: int = 100, jobs: int = 
             runs = QUICK_RUNS if quick else EVERY_TUNER_RUNS
         elif runs == "all-tuners":
             runs = QUICK_RUNS if quick else ALL_TUNER_RUNS
+        elif runs in ("forest-learning", "forest-learning-sparse"):
+            sparse = (HIERO_SPARSE if model_kind == "hiero" else PHRASE_SPARSE) if runs.endswith("sparse") else {}
+            runs = forest_learning_runs(sparse)[:4] if quick else forest_learning_runs(sparse)
         results = _earlier_runs(partial_json)
         done = {(r["tuner"], r["seed"]) for r in results}
         for spec in runs:

@@ -11,7 +11,9 @@ of a decoded batch, from its k-best list:
   (cdec's ``--pseudo_doc``, Moses kbmira's; the pseudo-document carries over rounds);
 * hope ``argmax w.h + B(h)``, fear ``argmax w.h - B(h)`` (cdec's defaults, model plus and minus cost);
 * the MIRA step (PA-I): with ``d = h_hope - h_fear`` and ``loss = B(hope) - B(fear) - w.d > 0``,
-  ``w += min(C, loss / |d|^2) d`` (``C``: cdec's ``--max_step_size``, 0.001);
+  ``w += min(C, loss / |d|^2) d`` (``C``: cdec's ``--max_step_size``, 0.001); or, with
+  ``optimizer="cutting-plane"`` (cdec's ``-o 3``), the step of a working set of constraints that the fears
+  re-found under the stepped weights join (:mod:`tuners._mira_kernels`);
 
 the inner loop is batch MIRA's kernel (:func:`tuners._kbmira_kernels.mira_epoch`) over that batch's lists.
 Each shard's weights are averaged over its updates (Chiang 2012, sec. 3.5); the shards' averages are mixed
@@ -42,6 +44,7 @@ from minismt.hypergraph import ForestData
 from minismt.kbest import KBest
 from minismt.metrics import MAX_ORDER
 from tuners import _kbmira_kernels as kernels
+from tuners._mira_kernels import cutting_plane_epoch
 from tuners.base import BatchSource, OnlineTuner, register
 from tuners.hgmert import line_search as forest_line_search
 from tuners.kbmira import BACKGROUND_INIT, _dedup_by_features
@@ -65,6 +68,10 @@ class OnlineMIRA(OnlineTuner):
     shards : learners per round, mixed at its end (8, as ORO).
     mixing : ``"line-search"`` or ``"average"``.
     select : ``"kbest"`` (hope and fear from the k-best list) or ``"forest"`` (from the whole search graph).
+    optimizer : ``"pa"`` (cdec's ``-o 2``, the default of its ``mira.py``: one hope/fear constraint per sentence,
+        PA-I) or ``"cutting-plane"`` (``-o 3``: fears re-found under the stepped weights join a working set of
+        constraints whose programme SMO solves, :mod:`tuners._mira_kernels`; with ``select="kbest"``).
+    max_constraints : the cutting plane's most constraints per sentence (cdec's ``MAX_SMO``, 10).
     sparse_epsilon : sparse feature differences at most this small are left out of ``d`` (as batch MIRA).
     seed : shuffles the sentences into shards and batches each round.
 
@@ -73,7 +80,8 @@ class OnlineMIRA(OnlineTuner):
     """
 
     def __init__(self, C: float = 0.001, decay: float = 0.999, batch_size: int = 1, shards: int = 8,
-                 mixing: str = "line-search", select: str = "kbest", sparse_epsilon: float = 1e-6, seed: int = 0):
+                 mixing: str = "line-search", select: str = "kbest", optimizer: str = "pa", max_constraints: int = 10,
+                 sparse_epsilon: float = 1e-6, seed: int = 0):
         self.set_params(**{name: value for name, value in locals().items() if name != "self"})
 
     def _check_params(self) -> None:
@@ -92,6 +100,14 @@ class OnlineMIRA(OnlineTuner):
             raise InputError(f"mixing={self.mixing!r}", expected=" or ".join(map(repr, MIXINGS)))
         if self.select not in ("kbest", "forest"):
             raise InputError(f"select={self.select!r}", expected="'kbest' or 'forest'")
+        if self.optimizer not in ("pa", "cutting-plane"):
+            raise InputError(f"optimizer={self.optimizer!r}", expected="'pa' or 'cutting-plane'")
+        if self.optimizer == "cutting-plane" and self.select != "kbest":
+            raise InputError(f"optimizer='cutting-plane' with select={self.select!r}",
+                             expected="select='kbest': the cutting plane re-finds fears in the k-best list")
+        if isinstance(self.max_constraints, bool) or not isinstance(self.max_constraints, (int, np.integer)) or \
+                self.max_constraints < 1:
+            raise InputError(f"max_constraints={self.max_constraints!r}", expected="an integer >= 1")
 
     def fit(self, source: BatchSource, w0) -> np.ndarray:
         """One round over the dev set from ``w0``, the pseudo-document continuing from :attr:`start_state`."""
@@ -171,10 +187,17 @@ class _Learner:
         train = _dedup_by_features(batch)
         order = np.flatnonzero(np.diff(train.offsets) > 0).astype(np.int64)
         dim = self.w.shape[0]
-        updates, _, loss = kernels.mira_epoch(
-            order, train.offsets, train.features, train.indptr, train.indices, train.values, train.stats, self.w,
-            self.totals, self.last, self.counter, self.background, float(tuner.C), float(tuner.decay), False,
-            float(tuner.sparse_epsilon), np.zeros(dim), np.zeros(dim, dtype=np.int8), np.zeros(dim, dtype=np.int64))
+        arrays = (order, train.offsets, train.features, train.indptr, train.indices, train.values, train.stats,
+                  self.w, self.totals, self.last, self.counter, self.background, float(tuner.C), float(tuner.decay),
+                  False)
+        if tuner.optimizer == "cutting-plane":
+            updates, _, loss = cutting_plane_epoch(
+                *arrays, int(tuner.max_constraints), np.zeros(dim), np.zeros(dim, dtype=np.int8),
+                np.zeros(dim, dtype=np.int64), np.zeros(dim), np.zeros(dim, dtype=np.int8),
+                np.zeros(dim, dtype=np.int64))
+        else:
+            updates, _, loss = kernels.mira_epoch(*arrays, float(tuner.sparse_epsilon), np.zeros(dim),
+                                                  np.zeros(dim, dtype=np.int8), np.zeros(dim, dtype=np.int64))
         return int(updates), float(loss)
 
     def learn_forests(self, forests, sentences, references, tuner: OnlineMIRA) -> tuple[int, float]:
