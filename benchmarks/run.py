@@ -70,6 +70,8 @@ BENCHMARKS = {
     "hiero-decode": "hiero_decode",
     "hiero-tuning": "hiero_tuning",
     "expectation-speed": "expectation_speed",
+    "mbr-study": "mbr_study",
+    "cdec-tuners": "cdec_tuners",
 }
 
 

@@ -163,6 +163,32 @@ def test_cdec_forests_are_read(tmp_path):
     assert best == read_lines(folder / "onebest.init")
 
 
+def test_cdec_sentence_markers_are_left_out_of_lists_and_forests(tmp_path):
+    """A cdec system whose input wraps sentences in <s> ... </s> (minismt's Hiero export) outputs them too; the
+    driver's k-best lists and forests leave them out, with the same scores and features."""
+    from minismt.features import FeatureSpace
+    from minismt.hypergraph import HypergraphBuilder
+    from plugins.cdec.driver import SENTENCE_MARKERS
+    from plugins.cdec.kbest_file import read_kbest
+    (tmp_path / "kbest").write_text("0 ||| <s> a man </s> ||| LanguageModel=-2.5 Glue=1 ||| -1.5\n"
+                                    "0 ||| <s> the man </s> ||| LanguageModel=-3 ||| -1.5\n")
+    kbest = read_kbest(tmp_path / "kbest", space=FeatureSpace(["LanguageModel", "Glue"]), drop_words=SENTENCE_MARKERS)
+    assert kbest.texts() == ["a man", "the man"] and kbest.features[0].tolist() == [-2.5, 1.0]
+    builder = HypergraphBuilder(FeatureSpace(["f"]))
+    builder.add_node()
+    x = builder.add_node()
+    builder.add_edge(x, [0], {"f": 1.0}, ["<s>", "a", 0])
+    builder.add_edge(x, [0], {"f": 0.5}, ["<s>", "the", 0])
+    goal = builder.add_node()
+    builder.add_edge(goal, [x], {"f": 0.25}, [0, "man", "</s>"])
+    forest = builder.build()
+    bare = forest.without_words(SENTENCE_MARKERS)
+    assert forest.viterbi([1.0]).text == "<s> a man </s>" and bare.viterbi([1.0]).text == "a man"
+    assert bare.kbest(5, [1.0]).texts == ["a man", "the man"]
+    assert np.array_equal(bare.edge_scores([1.0]), forest.edge_scores([1.0]))
+    assert bare.without_words(SENTENCE_MARKERS) is bare
+
+
 def test_a_broken_cdec_binary_forest_is_a_clear_error(tmp_path):
     (tmp_path / "0.bin.gz").write_bytes(b"")
     from minismt.features import FeatureSpace

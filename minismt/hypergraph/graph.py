@@ -184,6 +184,17 @@ class Hypergraph:
         args.update(changes)
         return Hypergraph(**args)
 
+    def without_words(self, words) -> "Hypergraph":
+        """A copy whose templates leave out ``words`` (e.g. a decoder's sentence markers ``<s>``, ``</s>``,
+        which no translation's BLEU counts): the same derivations, scores and features, their yields without
+        those words. The forest itself when none of them is in a template."""
+        ids = [self.vocab.get(word) for word in words if word in self.vocab]
+        drop = np.isin(self.tmpl, np.asarray(ids, dtype=np.int32)) if ids else np.zeros(self.tmpl.shape, bool)
+        if not drop.any():
+            return self
+        kept = np.concatenate([[0], np.cumsum(~drop)])
+        return self.replace(tmpl=self.tmpl[~drop], tmpl_offsets=kept[self.tmpl_offsets])
+
     def to_portable(self) -> dict:
         """The forest as plain arrays plus the words and feature names it uses, with ids local to it:
         what a worker process sends back (the space and vocabulary objects stay behind; rules, spans

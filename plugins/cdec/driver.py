@@ -14,7 +14,8 @@ weight 0, as in cdec's own tuners (:meth:`CdecDevDecoder.fixed_by_config`),
 unless the user frees it (``minismt tune --free``). The tuned weights are a cdec
 weights file (:func:`plugins.cdec.weights.write_cdec_weights`).
 
-Forests: today's cdec writes Boost-serialised ``DIR/<i>.bin.gz``
+The sentence markers ``<s>`` and ``</s>`` are left out of every translation, k-best and forest
+(:data:`SENTENCE_MARKERS`). Forests: today's cdec writes Boost-serialised ``DIR/<i>.bin.gz``
 (:mod:`minismt.hypergraph.cdec_binary`), cdec up to 2014 ``DIR/<i>.json.gz``
 (:mod:`minismt.hypergraph.cdec_json`); both are read.
 """
@@ -33,6 +34,12 @@ from minismt.hypergraph import read_cdec_forests
 from plugins.cdec.kbest_file import read_kbest
 from plugins.cdec.weights import read_cdec_weights, write_cdec_weights
 from tuners.devdecoder import ProgramDevDecoder
+
+SENTENCE_MARKERS = ("<s>", "</s>")
+"""Left out of cdec's translations: a system whose input wraps each sentence in them (``minismt train --hiero``'s
+cdec folders, as Moses' glue grammar) carries them into its output, and no BLEU counts them (the translations
+are scored as ``sed 's/^<s> //; s/ <\\/s>$//'`` leaves them)."""
+
 
 class CdecDevDecoder(ProgramDevDecoder):
     """Decodes the dev set with a cdec command and cdec.ini (see the module docstring).
@@ -75,10 +82,12 @@ class CdecDevDecoder(ProgramDevDecoder):
         return argv
 
     def _read_kbest(self, folder, n_sentences):
-        return read_kbest(os.path.join(folder, "stdout"), space=self.space, n_sentences=n_sentences)
+        return read_kbest(os.path.join(folder, "stdout"), space=self.space, n_sentences=n_sentences,
+                          drop_words=SENTENCE_MARKERS)
 
     def _read_hypergraphs(self, hypergraph_dir, n_sentences):
-        return read_cdec_forests(hypergraph_dir, n_sentences, self.space, self.vocab)
+        return [forest.without_words(SENTENCE_MARKERS)
+                for forest in read_cdec_forests(hypergraph_dir, n_sentences, self.space, self.vocab)]
 
     def write_config(self, weights: np.ndarray, path: str | os.PathLike) -> None:
         """The tuned cdec weights file (every dense weight, non-zero sparse ones), atomically."""

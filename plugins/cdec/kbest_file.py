@@ -83,7 +83,7 @@ def iter_kbest(path: str | os.PathLike) -> Iterator[CdecEntry]:
 
 def read_kbest(path: str | os.PathLike, space: FeatureSpace | None = None,
                dense_names: Iterable[str] | None = None,
-               n_sentences: int | None = None) -> KBest:
+               n_sentences: int | None = None, drop_words: Iterable[str] = ()) -> KBest:
     """Read a cdec k-best file into a :class:`KBest`, streaming.
 
     Names in the dense part of ``space`` fill the dense columns; every other name
@@ -91,8 +91,10 @@ def read_kbest(path: str | os.PathLike, space: FeatureSpace | None = None,
     ``FeatureSpace(dense_names or [])`` is used; when both are given, ``dense_names``
     must equal the space's dense names. Sentence ids must be non-decreasing; the
     result has one instance per sentence ``0 .. n_sentences-1`` (default: largest
-    id + 1), empty for sentences without lines.
+    id + 1), empty for sentences without lines. ``drop_words`` are left out of every translation (a
+    system's sentence markers).
     """
+    drop = frozenset(drop_words)
     if space is None:
         space = FeatureSpace(dense_names or [])
     elif dense_names is not None and list(dense_names) != space.dense_names:
@@ -106,7 +108,8 @@ def read_kbest(path: str | os.PathLike, space: FeatureSpace | None = None,
         check_sentence_id(entry.sentence, last, n_sentences, path, entry.line)
         last = entry.sentence
         dense, indices, values = space.split(entry.features)
-        builder.add(entry.sentence, entry.text, dense, indices, values)
+        text = " ".join(w for w in entry.text.split() if w not in drop) if drop else entry.text
+        builder.add(entry.sentence, text, dense, indices, values)
     return builder.build(n_sentences)
 
 
