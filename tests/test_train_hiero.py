@@ -149,7 +149,10 @@ def test_minismt_decode_and_tune_a_hiero_model(synthetic, tmp_path, capsys):
     import sacrebleu
     model = tmp_path / "model"
     dev_src, dev_ref = tmp_path / "dev.src", tmp_path / "dev.tgt"
-    dev_src.write_text("\n".join(read_lines(synthetic / "dev.src")[:60]) + "\n")
+    lines = read_lines(synthetic / "dev.src")[:60]
+    lines[0] = lines[0].replace(" ", "\u00a0", 1)  # a no-break space (Multi30k val has one) and a double space:
+    lines[1] = lines[1].replace(" ", "  ", 1)      # tokens are separated by any whitespace, in every command
+    dev_src.write_text("\n".join(lines) + "\n", encoding="utf-8")
     dev_ref.write_text("\n".join(read_lines(synthetic / "dev.tgt")[:60]) + "\n")
     assert main(["train", "--src", str(synthetic / "train.src"), "--tgt", str(synthetic / "train.tgt"),
                  "--out", str(model), "--lm-order", "3", "--hiero", "--grammar-for", str(dev_src),

@@ -312,7 +312,8 @@ class HieroDecoder:
 def grammar_for(model_dir, sentences: Sequence[str], path=None) -> str:
     """The name of the grammar of a Hiero model folder built for ``sentences`` (the lines of
     ``path``): the one whose input file had the same bytes, else the one whose preprocessed input
-    has the same lines; else an InputError saying how to get one."""
+    has the same tokens on every line (tokens are separated by any Unicode whitespace, ``str.split()``, as
+    everywhere in minismt: a no-break space separates tokens too); else an InputError saying how to get one."""
     import os
     from minismt.io import file_sha256, read_lines
     from minismt.manifest import load_manifest
@@ -322,9 +323,9 @@ def grammar_for(model_dir, sentences: Sequence[str], path=None) -> str:
     for name, entry in grammars.items():
         if digest is not None and entry.get("source_sha256") == digest:
             return name
-    lines = [" ".join(s.split()) for s in sentences]
+    lines = [" ".join(s.split()) for s in sentences]  # tokens: split at any Unicode whitespace, as training
     for name, entry in grammars.items():
-        if read_lines(os.path.join(model_dir, entry["input"])) == lines:
+        if [" ".join(s.split()) for s in read_lines(os.path.join(model_dir, entry["input"]))] == lines:
             return name
     raise InputError("the Hiero model has no grammar for these sentences", path,
                      expected="an input file given to 'minismt train --hiero --grammar-for' "
