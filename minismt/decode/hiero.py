@@ -42,7 +42,7 @@ from minismt.decode.sparse import split_weights
 from minismt.errors import InputError
 from minismt.extract import _grammar_kernels
 from minismt.extract.hiero import DEFAULT_HIERO_OPTIONS
-from minismt.extract.hiero_export import DEFAULT_TABLE_LIMIT, GLUE_SCORE, feature_values, future_scores
+from minismt.extract.hiero_export import DEFAULT_TABLE_LIMIT, GLUE_SCORE, future_parts, future_scores
 from minismt.extract.hiero_features import rule_features
 from minismt.extract.hiero_grammar import HieroGrammar
 from minismt.extract.hiero_table import side_hashes
@@ -141,10 +141,11 @@ class HieroDecoder:
                              expected="one of " + " ".join(FEATURE_NAMES) + " or a sparse rule feature")
         self.weights = np.array([float(dict(HIERO_DEFAULT_WEIGHTS, **dense)[n]) for n in FEATURE_NAMES])
         table = grammar.table
-        self._lm_of_target = lm.vocab_map(grammar.tgt_vocab).astype(np.int64)
-        self._tm = feature_values(table.scores)
-        self._words = np.add.reduceat((table.tgt_syms >= 0).astype(np.int64), table.tgt_off[:-1]) \
-            if len(table) else np.zeros(0, dtype=np.int64)
+        key = ("lm ids of the target words", lm)
+        if key not in grammar.cache:
+            grammar.cache[key] = lm.vocab_map(grammar.tgt_vocab).astype(np.int64)
+        self._lm_of_target = grammar.cache[key]
+        self._tm, self._words, _ = future_parts(grammar, lm)   # computed once per grammar and LM
         static = self._tm @ self.weights[TM0:TM0 + 4] - self.weights[WP] * self._words + self.weights[PP]
         # sparse rule features: every rule's, as space ids; their weighted sum joins the rule's score
         self._sparse = None

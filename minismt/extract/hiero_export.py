@@ -92,14 +92,34 @@ def _weight(weights: Mapping[str, float], name: str) -> float:
 
 def future_scores(grammar: HieroGrammar, weights: Mapping[str, float], lm: LanguageModel,
                   rows: np.ndarray | None = None) -> np.ndarray:
-    """Moses' future score of each rule (all, or ``rows``) under ``weights`` (module docstring)."""
+    """Moses' future score of each rule (all, or ``rows``) under ``weights`` (module docstring). For all rules,
+    the parts no weight changes (the rules' feature values, terminal counts and LM estimates) are computed once
+    per grammar and LM and kept in ``grammar.cache``: a decoder built for every new weight vector (online tuners
+    decode each mini-batch with new weights) then costs a weighted sum."""
+    if rows is None:
+        tm, terminals, estimates = future_parts(grammar, lm)
+    else:
+        tm, terminals, estimates = _future_parts(grammar, lm, np.asarray(rows, dtype=np.int64))
+    return (tm @ np.array([_weight(weights, n) for n in TM_WEIGHTS]) - _weight(weights, "WordPenalty0_0") * terminals
+            + _weight(weights, "PhrasePenalty0_0") + _weight(weights, "LM0_0") * math.log(10.0) * estimates)
+
+
+def future_parts(grammar: HieroGrammar, lm: LanguageModel) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Every rule's weight-free parts of :func:`future_scores` (feature values ``R x 4``, terminal counts, LM
+    estimates), computed once per grammar and LM and kept in ``grammar.cache`` (the LM itself in the key: kept
+    alive, never confused with another)."""
+    key = ("future score parts", lm)
+    if key not in grammar.cache:
+        grammar.cache[key] = _future_parts(grammar, lm, np.arange(len(grammar.table), dtype=np.int64))
+    return grammar.cache[key]
+
+
+def _future_parts(grammar: HieroGrammar, lm: LanguageModel, rows: np.ndarray):
+    """The weight-free parts of :func:`future_scores` for ``rows``: feature values, terminal counts, LM estimates."""
     table = grammar.table
-    rows = np.arange(len(table), dtype=np.int64) if rows is None else np.asarray(rows, dtype=np.int64)
-    tm = feature_values(table.scores[rows]) @ np.array([_weight(weights, n) for n in TM_WEIGHTS])
     terminals = np.add.reduceat((table.tgt_syms >= 0).astype(np.int64), table.tgt_off[:-1])[rows] \
-        if len(table) else np.zeros(0)
-    return (tm - _weight(weights, "WordPenalty0_0") * terminals + _weight(weights, "PhrasePenalty0_0")
-            + _weight(weights, "LM0_0") * math.log(10.0) * lm_estimates(grammar, lm, rows))
+        if len(table) else np.zeros(0, dtype=np.int64)
+    return feature_values(table.scores[rows]), terminals, lm_estimates(grammar, lm, rows)
 
 
 def table_limit(grammar: HieroGrammar, weights: Mapping[str, float], lm: LanguageModel,
