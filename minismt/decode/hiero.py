@@ -183,10 +183,12 @@ class HieroDecoder:
         self._kept_lm_tgt = np.where(kept_tgt >= 0, self._lm_of_target[np.maximum(kept_tgt, 0)],
                                      kept_tgt).astype(np.int32)
         self._kept_static = static[self._source_rules]
-        first = grammar.source_offsets[:-1]
-        hashes = side_hashes(*take_ranges(table.src_syms, table.src_off, first)) if grammar.n_sources \
-            else np.zeros(0, dtype=np.uint64)
-        self._source_index = hash_index(hashes)
+        if "source side index" not in grammar.cache:   # the same for every weights
+            first = grammar.source_offsets[:-1]
+            hashes = side_hashes(*take_ranges(table.src_syms, table.src_off, first)) if grammar.n_sources \
+                else np.zeros(0, dtype=np.uint64)
+            grammar.cache["source side index"] = hash_index(hashes)
+        self._source_index = grammar.cache["source side index"]
 
     # ---- one sentence --------------------------------------------------------------------------
     def decode(self, words: Sequence[str] | str) -> HieroResult:
