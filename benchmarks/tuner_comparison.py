@@ -42,7 +42,7 @@ ACCUMULATION_STUDY = ["listnet accumulate=merge", "listmle-te accumulate=merge"]
 """With ``--accumulation-study``: the listwise tuners with k-best merging instead of instance aggregating."""
 HYPERGRAPH_STUDY = ["mert", "hg-mert", "nbl-bo", "hg-bo", "chg-bo"]
 """With ``--hypergraph-study``: n-best and hypergraph MERT and the BO tuners (issue 7), test BLEU per iteration."""
-HIERO_SPARSE = "sparse_features=rule-id,rule-shape,source-bigram,target-bigram"
+HIERO_SPARSE = " ".join(f"{key}={value}" for key, value in tuner_quality.HIERO_SPARSE.items())
 """The sparse rule features of a Hiero model (the BO paper's large-scale set, as cdec computes it)."""
 HIERO_HYPERGRAPH_STUDY = HYPERGRAPH_STUDY + [f"hg-rembo {HIERO_SPARSE}", f"kbmira {HIERO_SPARSE}"]
 """With ``--hypergraph-study --hiero``: the hypergraph study on a Hiero model's forests (edges with two
@@ -52,7 +52,7 @@ HIERO_QUICK = {"max_train": 3000, "quick_sentences": 60}
 SPARSE_STUDY = ["pro", "apro", "apro C=0.01", "kbmira", "listmle-te", "oro", "hg-rembo"]
 """With ``--sparse-study``: these tuners dense only and with :data:`SPARSE_OPTIONS` (the APRO paper's scale);
 APRO also with the paper's C = 0.01 (its default C = 1 was chosen on the dense features)."""
-SPARSE_OPTIONS = "sparse_features=rule-id,word-pair word_pair_vocabulary=500"
+SPARSE_OPTIONS = " ".join(f"{key}={value}" for key, value in tuner_quality.PHRASE_SPARSE.items())
 """The decoder options of the sparse runs (benchmarks/tuner_quality.py's ``DECODER_PARAMS``)."""
 SPARSE_QUICK = {"max_train": 2000, "quick_sentences": 30, "stack": 20, "kbest": 20, "jobs": 1}
 """The sparse study's quick mode: a small model and dev set, so that the 14 runs take well under a minute."""
