@@ -46,7 +46,7 @@ from minismt.extract.hiero_export import DEFAULT_TABLE_LIMIT, GLUE_SCORE, future
 from minismt.extract.hiero_features import rule_features
 from minismt.extract.hiero_grammar import HieroGrammar
 from minismt.extract.hiero_table import side_hashes
-from minismt.extract.phrase_table import limit_rows, take_ranges
+from minismt.extract.phrase_table import take_ranges
 from minismt.features import FeatureSpace
 from minismt.hypergraph import Hypergraph
 from minismt.lm import LanguageModel
@@ -169,13 +169,19 @@ class HieroDecoder:
         if table_limit and table_limit < 0:
             raise InputError(f"table limit {table_limit}", expected="an integer >= 0")
         future = future_scores(grammar, dict(zip(FEATURE_NAMES, self.weights)), lm)
-        kept = limit_rows(grammar.source_offsets, future, table_limit)    # Moses' table limit
-        future = future[kept]
-        source = np.searchsorted(grammar.source_offsets, kept, side="right") - 1
-        order = np.lexsort((kept, -future, source))
-        self._source_rules = kept[order]
+        # one sort: by source side, best future score first, ties to the earlier rule; Moses' table limit keeps
+        # each side's first ``table_limit`` (limit_rows' choice, here already in the order the chart reads)
+        if "rule sources" not in grammar.cache:
+            grammar.cache["rule sources"] = np.repeat(np.arange(grammar.n_sources, dtype=np.int64),
+                                                      np.diff(grammar.source_offsets))
+        source = grammar.cache["rule sources"]
+        rules = np.arange(len(table), dtype=np.int64)
+        order = np.lexsort((rules, -future, source))
+        if table_limit:
+            order = order[rules - grammar.source_offsets[:-1][source[order]] < table_limit]
+        self._source_rules = order
         self._source_rule_off = np.zeros(grammar.n_sources + 1, dtype=np.int64)
-        np.cumsum(np.bincount(source, minlength=grammar.n_sources), out=self._source_rule_off[1:])
+        np.cumsum(np.bincount(source[order], minlength=grammar.n_sources), out=self._source_rule_off[1:])
         # the kept rules' target sides (target ids and LM ids) and scores in that order, so that the
         # rules of a sentence's source sides are read as runs, not one by one across the table
         kept_tgt, self._kept_tgt_off = take_ranges(table.tgt_syms, table.tgt_off, self._source_rules)
