@@ -22,7 +22,6 @@ Quick mode: part 1 only.
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import tempfile

@@ -53,24 +53,6 @@ def test_statistics_and_corpus_bleu_equal_sacrebleu(data, lowercase):
     assert abs(ours - sacre_corpus(hyps, refs, lowercase)) < 1e-9
 
 
-@settings(max_examples=200, deadline=None)
-@given(corpus, st.booleans(), st.data())
-def test_in_references_equals_a_lookup_of_the_reference_ngrams(data, lowercase, draw):
-    refs = [r for _, r in data]
-    references = BleuReferences(refs, lowercase=lowercase)
-    words = WORDS + ["unseen"]
-    sentence = draw.draw(st.integers(0, len(refs) - 1))
-    rows = draw.draw(st.lists(st.lists(st.integers(0, len(words) - 1), min_size=1, max_size=4), max_size=30))
-    grams = np.full((len(rows), 4), -1, dtype=np.int32)
-    for i, row in enumerate(rows):
-        grams[i, :len(row)] = row
-    fold = str.lower if lowercase else str
-    held = {tuple(toks[i:i + n]) for ref in refs[sentence] for toks in [fold(ref).split()]
-            for n in range(1, 5) for i in range(len(toks) - n + 1)}
-    expected = [tuple(fold(words[w]) for w in row) in held for row in rows]
-    assert references.in_references(sentence, grams, words).tolist() == expected
-
-
 def test_statistics_of_whitespace_variants_follow_str_split():
     refs = [["a  b\tc d\u00a0e"]]
     hyp = " a b c\u2003d e "

@@ -16,7 +16,7 @@ import numpy as np
 from numba import njit
 
 from minismt._primitives import grow, grow_rows
-from minismt.metrics._kernels import KEY_BASE
+from minismt.metrics._kernels import ngram_key
 
 GAP = -3
 """The token standing for the inside of a yield longer than ``K`` words."""
@@ -310,9 +310,7 @@ def split_by_state(in_offsets, tail_offsets, tails, tmpl_offsets, tmpl, k, need_
 @njit(cache=True)
 def _is_known(known, seq, start, n):
     """Whether the n-gram ``seq[start:start+n]`` (reference-local ids) is among the sorted codes ``known``."""
-    key = np.int64(0)
-    for i in range(start, start + n):
-        key = key * KEY_BASE + np.int64(seq[i] + 1)
+    key = ngram_key(seq, start, n)
     at = np.searchsorted(known, key)
     return at < known.shape[0] and known[at] == key
 
@@ -368,14 +366,3 @@ def edge_bleu_counts(tail_offsets, tails, tmpl_offsets, tmpl, k, length, left, r
             if _is_known(known, grams[row], 0, n):
                 out[e, 2 * (n - 1)] += 1
 
-
-@njit(cache=True)
-def order_counts(offsets, orders, matched, out):
-    """``out[e, 2 (n - 1) + 1]``: the n-grams of order ``n`` edge ``e`` creates (rows ``offsets[e]:offsets[e+1]``
-    of ``orders``), ``out[e, 2 (n - 1)]`` those of them ``matched`` marks."""
-    for e in range(offsets.shape[0] - 1):
-        for i in range(offsets[e], offsets[e + 1]):
-            column = 2 * (orders[i] - 1)
-            out[e, column + 1] += 1
-            if matched[i]:
-                out[e, column] += 1

@@ -24,6 +24,7 @@ import numpy as np
 from minismt.errors import InputError
 from minismt.hypergraph import _batch_kernels as K
 from minismt.hypergraph.forests import ForestData
+from minismt.hypergraph.graph import concatenated
 from minismt.metrics import N_STATS, corpus_bleu_from_stats, tokenize
 from minismt.metrics import _kernels as bleu_kernels
 
@@ -68,27 +69,16 @@ class ForestBatch:
         self.max_nodes = int(n_nodes.max())
         self.feat_dim = max(f.feat_dim for f in forests)
 
-        def csr(offsets_name: str, data_name: str, shift_data=None):
-            offsets = [np.zeros(1, np.int64)]
-            items = []
-            base = 0
-            for i, f in enumerate(forests):
-                off = getattr(f, offsets_name)
-                offsets.append(off[1:] + base)
-                base += int(off[-1])
-                arr = getattr(f, data_name)
-                items.append(arr if shift_data is None else shift_data(arr, i))
-            return np.concatenate(offsets), (np.concatenate(items) if items else np.zeros(0))
-
         node_off, edge_off = self.node_off, self.edge_off
-        self.in_offsets, _ = csr("in_offsets", "in_offsets")
-        self.tail_offsets, tails = csr("tail_offsets", "tails", lambda a, i: a.astype(np.int64) + node_off[i])
+        self.in_offsets, _ = concatenated(forests, "in_offsets", "in_offsets")
+        self.tail_offsets, tails = concatenated(forests, "tail_offsets", "tails",
+                                                lambda a, i: a.astype(np.int64) + node_off[i])
         self.tails = tails.astype(np.int32)
-        self.feat_offsets, feat_ids = csr("feat_offsets", "feat_ids")
+        self.feat_offsets, feat_ids = concatenated(forests, "feat_offsets", "feat_ids")
         self.feat_ids = feat_ids.astype(np.int32)
-        _, feat_values = csr("feat_offsets", "feat_values")
+        _, feat_values = concatenated(forests, "feat_offsets", "feat_values")
         self.feat_values = feat_values.astype(np.float64)
-        self.tmpl_offsets, tmpl = csr("tmpl_offsets", "tmpl")
+        self.tmpl_offsets, tmpl = concatenated(forests, "tmpl_offsets", "tmpl")
         self.tmpl_words = np.ascontiguousarray(tmpl, dtype=np.int32)
         assert self.in_offsets[-1] == edge_off[-1]
 

@@ -32,7 +32,7 @@ import numpy as np
 from minismt.errors import InputError
 from minismt.hypergraph import _expectation_kernels as _kernels
 from minismt.hypergraph import _kernels as _graph_kernels
-from minismt.hypergraph.graph import Hypergraph
+from minismt.hypergraph.graph import Hypergraph, concatenated
 
 
 @dataclass(frozen=True)
@@ -177,8 +177,8 @@ class ExpectationBatch:
     batched kernel passes instead of a first-order semiring traversal per forest and expectation.
 
     ``pieces``: ``(forest, structure, origin, values)`` per forest: ``structure`` is the forest the
-    derivations are enumerated over (``forest`` itself, or ``forest`` split by its n-gram state
-    (:func:`minismt.hypergraph.ngrams.split_by_ngram_state`, which may leave out the features)), ``origin``
+    derivations are enumerated over (``forest`` itself, or ``forest`` split by its n-gram or BLEU state
+    (:mod:`minismt.hypergraph.ngrams`, which may leave out the features)), ``origin``
     each structure edge's edge in ``forest`` (-1: an edge with no features, score 0), and ``values`` its ``E x R``
     edge values (any numeric type: small integer counts stay small). Scores and features are ``forest``'s, so a
     split forest's many copies of an edge cost no feature storage and the gradient's sparse pass runs over the
@@ -217,26 +217,19 @@ class ExpectationBatch:
         n_edges = np.array([s.n_edges for s in structures], dtype=np.int64)
         self.node_off = np.concatenate([[0], np.cumsum(n_nodes)])
         self.edge_off = np.concatenate([[0], np.cumsum(n_edges)])
-        tail_counts = np.array([s.tails.shape[0] for s in structures], dtype=np.int64)
-        tail_base = np.concatenate([[0], np.cumsum(tail_counts)])
-        self.in_offsets = np.concatenate([[0]] + [s.in_offsets[1:] + base
-                                                  for s, base in zip(structures, self.edge_off[:-1])])
-        self.tail_offsets = np.concatenate([[0]] + [s.tail_offsets[1:] + base
-                                                    for s, base in zip(structures, tail_base[:-1])])
-        self.tails = np.concatenate([s.tails.astype(np.int64) + base
-                                     for s, base in zip(structures, self.node_off[:-1])])
+        node_base = self.node_off[:-1]
+        self.in_offsets, _ = concatenated(structures, "in_offsets", "in_offsets")
+        self.tail_offsets, self.tails = concatenated(structures, "tail_offsets", "tails",
+                                                     lambda tails, i: tails.astype(np.int64) + node_base[i])
         self.edge_head = np.concatenate([s.edge_head.astype(np.int64) + base
-                                         for s, base in zip(structures, self.node_off[:-1])])
+                                         for s, base in zip(structures, node_base)])
         self.values = np.ascontiguousarray(np.concatenate(values))
         forests = [forest for forest, *_ in pieces]
         forest_edges = np.concatenate([[0], np.cumsum([f.n_edges for f in forests])])
         self.origin = np.concatenate([np.where(np.asarray(o) >= 0, np.asarray(o) + base, -1)
                                       for (_, _, o, _), base in zip(pieces, forest_edges[:-1])])
-        self.feat_offsets = np.concatenate([[0]] + [f.feat_offsets[1:] + base for f, base in
-                                                    zip(forests, np.cumsum([0] + [f.feat_ids.shape[0]
-                                                                                  for f in forests])[:-1])])
-        self.feat_ids = np.concatenate([f.feat_ids for f in forests])
-        self.feat_values = np.concatenate([f.feat_values for f in forests])
+        self.feat_offsets, self.feat_ids = concatenated(forests, "feat_offsets", "feat_ids")
+        _, self.feat_values = concatenated(forests, "feat_offsets", "feat_values")
         self._widest = max(forests, key=lambda forest: forest.feat_dim)
         self.n_forest_edges = int(forest_edges[-1])
         self.n_forests = len(pieces)

@@ -68,6 +68,22 @@ def _check_offsets(offsets: np.ndarray, n: int, end: int | None, name: str) -> N
         raise InputError(f"{name} ends at {offsets[-1]}", expected=f"{end}, the length of the data it indexes")
 
 
+def concatenated(graphs: Sequence["Hypergraph"], offsets_name: str, data_name: str, shift_data=None):
+    """One CSR pair over ``graphs`` in turn (their ids made global): the ``offsets_name`` offsets, each graph's
+    moved past the items before it, and the ``data_name`` items, graph ``i``'s passed through
+    ``shift_data(items, i)`` when given (e.g. tails moved past the nodes before)."""
+    offsets = [np.zeros(1, np.int64)]
+    items = []
+    base = 0
+    for i, graph in enumerate(graphs):
+        offset = getattr(graph, offsets_name)
+        offsets.append(offset[1:] + base)
+        base += int(offset[-1])
+        data = getattr(graph, data_name)
+        items.append(data if shift_data is None else shift_data(data, i))
+    return np.concatenate(offsets), (np.concatenate(items) if items else np.zeros(0))
+
+
 class Hypergraph:
     """A topologically sorted forest with sparse edge features and target-side templates.
 

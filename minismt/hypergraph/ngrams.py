@@ -38,14 +38,6 @@ class EdgeNgrams:
     grams: np.ndarray
     orders: np.ndarray
 
-    def order_counts(self, matched: np.ndarray) -> np.ndarray:
-        """int16 ``E x 2 order``: per edge ``[m1, t1, ..., m_order, t_order]``, its n-grams of each order (``t``)
-        and those of them ``matched`` (bool per row of :attr:`grams`) marks (``m``): BLEU's statistics of the
-        edge, matches unclipped."""
-        out = np.zeros((len(self.offsets) - 1, 2 * self.order), dtype=np.int16)
-        _kernels.order_counts(self.offsets, self.orders, np.asarray(matched, dtype=bool), out)
-        return out
-
     def counts(self, hg: Hypergraph, weights_per_edge: np.ndarray) -> dict[tuple[str, ...], float]:
         """``{n-gram words: sum_e weights_per_edge[e] count(e)}`` over the n-grams of non-zero weight."""
         edge_of = np.repeat(np.arange(len(self.offsets) - 1), np.diff(self.offsets))

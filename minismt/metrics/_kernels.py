@@ -145,24 +145,3 @@ def sentence_bleu_rows(stats, smooth_unigram, smooth_bp, ref_scale, unclipped_bp
             log_bp = 0.0
         out[h] = math.exp(log_p / MAX_ORDER + log_bp)
 
-
-@njit(cache=True)
-def rows_in_references(grams, lookup, known, out):
-    """``out[i]``: whether n-gram row ``grams[i]`` (word ids, padded with -1) is among the sorted reference keys
-    ``known``, its words mapped to reference-local ids by ``lookup`` (-1: a word no reference has)."""
-    for i in range(grams.shape[0]):
-        key = np.int64(0)
-        found = True
-        for k in range(grams.shape[1]):
-            word = grams[i, k]
-            if word < 0:
-                break
-            local = lookup[word]
-            if local < 0:
-                found = False
-                break
-            key = key * KEY_BASE + np.int64(local + 1)
-        if found:
-            at = np.searchsorted(known, key)
-            found = at < known.shape[0] and known[at] == key
-        out[i] = found

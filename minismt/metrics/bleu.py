@@ -206,20 +206,6 @@ class BleuReferences:
         KEY_BASE^(n-1-i)`` over their :meth:`local_ids`."""
         return self._keys[self._key_offsets[sentence]:self._key_offsets[sentence + 1]]
 
-    def in_references(self, sentence: int, grams: np.ndarray, words: Sequence[str]) -> np.ndarray:
-        """bool per row of ``grams`` (word ids into ``words``, orders 1 to 4, padded with -1): whether some
-        reference of ``sentence`` holds that n-gram (an unclipped match: what an n-gram adds to the matches when
-        counts are not clipped)."""
-        grams = np.ascontiguousarray(grams)
-        seen = np.zeros(len(words) + 1, dtype=bool)
-        seen[grams.ravel()] = True  # the padding, -1, marks the last entry
-        used = np.flatnonzero(seen[:-1])
-        lookup = np.full(int(used.max(initial=-1)) + 1, -1, dtype=np.int64)
-        lookup[used] = self.local_ids(sentence, [words[i] for i in used.tolist()])
-        out = np.empty(grams.shape[0], dtype=bool)
-        _kernels.rows_in_references(grams, lookup, self.ngram_codes(sentence), out)
-        return out
-
     def reference_lengths(self, sentence: int) -> np.ndarray:
         """The lengths of ``sentence``'s references (BLEU takes the one closest to the hypothesis length)."""
         return self._lens[self._len_offsets[sentence]:self._len_offsets[sentence + 1]].copy()
