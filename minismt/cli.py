@@ -18,7 +18,7 @@ from corpora.cli import add_corpora_command
 from minismt import __version__
 from minismt.decode.settings import DecoderSettings
 from minismt.errors import InputError
-from minismt.io import (check_readable_file, check_writable_dir, check_writable_file, read_lines, stdin_lines,
+from minismt.io import (atomic_write, check_readable_file, check_writable_dir, check_writable_file, read_lines, stdin_lines,
                         write_lines)
 from minismt.manifest import load_manifest
 from minismt.pipeline.cli import add_pipeline_commands
@@ -142,7 +142,7 @@ def _add_train(sub) -> None:
                     "directions (--aligner) and symmetrise with grow-diag-final-and, "
                     "extract and score phrase pairs up to 7 words with msd-bidirectional-fe "
                     "reordering (or, with --hiero, hierarchical rules as Moses' extract-rules "
-                    "and score, filtered to the --grammar-for inputs), and estimate an "
+                    "and score, all kept in a rule store that gives any input its grammar), and estimate an "
                     "interpolated modified Kneser-Ney LM. Writes MODEL/manifest.json, which "
                     "'minismt decode' and 'minismt tune' read, and moses.ini files for Moses; a "
                     "step whose inputs are unchanged is not redone.")
@@ -170,14 +170,15 @@ def _add_train(sub) -> None:
     p.add_argument("--hiero", action="store_true",
                    help="train a hierarchical phrase-based model (Chiang 2007) instead: rules with up "
                         "to 2 non-terminals from initial phrase pairs of up to 10 words, scored as "
-                        "Moses' score + consolidate, kept where a --grammar-for sentence can use them "
-                        "(MODEL/grammars/NAME/: grammar.npz, Moses' rule-table.gz, a moses.ini "
-                        "for Moses' chart decoder and cdec's files in cdec/; MODEL/model/glue-grammar); "
-                        "minismt decode and tune use it with minismt's chart decoder")
+                        "Moses' score + consolidate, all kept in a rule store (MODEL/model/rule-store/) "
+                        "from which minismt decode, tune, eval and grammar build the grammar of any "
+                        "input; MODEL/model/glue-grammar")
     p.add_argument("--grammar-for", action="append", default=[], metavar="FILE",
-                   help="with --hiero: a source text (a dev or test set) to build a grammar for, "
-                        "named after the file (--tokenize and --lowercase apply to it as to the "
-                        "corpus); repeat for each set")
+                   help="with --hiero, optional: a source text (a dev or test set) whose grammar is "
+                        "built now, named after the file (MODEL/grammars/NAME/: grammar.npz, Moses' "
+                        "rule-table.gz and moses.ini, cdec's files in cdec/; --tokenize and --lowercase "
+                        "apply to it as to the corpus); repeat for each set. Any other input's grammar is "
+                        "built from the rule store when a command first needs it")
     p.add_argument("--quiet", action="store_true", help="no progress bars or step log on stderr")
     p.set_defaults(run=_train_command)
 
@@ -247,7 +248,8 @@ def _decode_command(args) -> int:
         from minismt.decode.hiero import grammar_for
         if sentences is None:  # a Hiero model's grammar is built for a whole input
             sentences = list(stdin_lines())
-        grammar = grammar_for(args.model, sentences, None if from_stdin else args.input)
+        grammar = grammar_for(args.model, sentences, None if from_stdin else args.input,
+                              log=None if args.quiet else log)
     weights = dict(manifest["default_weights"])
     if args.weights:
         given = read_weights(args.weights)
@@ -355,7 +357,8 @@ def _add_decode(sub) -> None:
                     "default, line by line) with a model from 'minismt train': a phrase-based model by "
                     "stack decoding with the LM, the 4 phrase scores, word and phrase penalties, distance "
                     "distortion, msd-bidirectional-fe reordering and an unknown-word penalty (Moses' "
-                    "feature set); a Hiero model by its chart decoder, on the grammar built for the input. "
+                    "feature set); a Hiero model by its chart decoder, on the input's grammar (read from the "
+                    "model's rule store the first time, then cached in it). "
                     "Writes the 1-best translations (or the MBR / consensus choice, --mbr); optionally "
                     "the k-best list in Moses n-best format and each sentence's search graph as a cdec "
                     "JSON hypergraph. Sentences are decoded in parallel processes (--jobs) or on a Dask "
@@ -408,6 +411,55 @@ def _add_decode(sub) -> None:
                    help="decode on a Dask distributed cluster (e.g. tcp://host:8786) instead")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(run=_decode_command)
+
+
+def _grammar_command(args) -> int:
+    from minismt.decode.hiero import grammar_for, load_model
+    from minismt.extract.hiero_export import write_cdec_files
+    from minismt.features import read_weights
+    from minismt.manifest import moses_chart_ini
+    check_readable_file(args.input, "--input")
+    manifest = load_manifest(args.model, kind="hiero")
+    weights = dict(manifest["default_weights"])
+    if args.weights:
+        given = read_weights(args.weights)
+        _check_decode_weights(args.weights, given, (), manifest["features"])
+        weights.update(given)
+    check_writable_dir(args.out, "--out")
+    sentences = read_lines(args.input)
+    grammar, lm, _ = load_model(args.model, grammar_for(args.model, sentences, args.input,
+                                                        log=None if args.quiet else log))
+    out = os.path.abspath(args.out)
+    os.makedirs(out, exist_ok=True)
+    write_lines(os.path.join(out, "input.txt"), sentences)
+    rules = grammar.write_moses(os.path.join(out, "rule-table.gz"))
+    with atomic_write(os.path.join(out, "moses.ini")) as ini:
+        ini.write(moses_chart_ini(args.model, manifest, os.path.join(out, "rule-table.gz"),
+                                  os.path.basename(args.input), weights if args.weights else None))
+    lm_path = os.path.join(args.model, manifest["files"]["lm_arpa"])
+    cdec = write_cdec_files(grammar, sentences, os.path.join(out, "cdec"), lm_path, weights, lm)
+    print(f"grammar of {len(sentences)} sentences: {rules} rules in {out}/rule-table.gz (moses.ini beside it), "
+          f"{cdec['rules']} after cdec's table limit in {out}/cdec/", file=sys.stderr)
+    return 0
+
+
+def _add_grammar(sub) -> None:
+    p = sub.add_parser(
+        "grammar", help="write the Moses and cdec grammar files of a Hiero model for any input",
+        description="Build the grammar of a source text from a Hiero model's rule store (every rule whose "
+                    "source side matches a sentence, as Moses' filter-model-given-input.pl keeps them) and "
+                    "write it for the real decoders: OUT/rule-table.gz and OUT/moses.ini for Moses' chart "
+                    "decoder (moses -f OUT/moses.ini -i OUT/input.txt), and OUT/cdec/ (grammar.gz cut to "
+                    "Moses' table limit of 20 under the weights, glue, cdec.ini, weights, input.txt with "
+                    "<s> </s>) for cdec (cdec -c OUT/cdec/cdec.ini -w OUT/cdec/weights -i OUT/cdec/input.txt).")
+    p.add_argument("--model", required=True, metavar="MODEL", help="Hiero model directory from 'minismt train --hiero'")
+    p.add_argument("--input", required=True, metavar="FILE", help="source sentences, tokenised, one per line")
+    p.add_argument("--out", required=True, metavar="DIR", help="folder to write the files into")
+    p.add_argument("--weights", metavar="FILE",
+                   help="weights file ('name value' lines) for moses.ini and cdec's weights and table limit; "
+                        "default: the model's untuned weights")
+    p.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    p.set_defaults(run=_grammar_command)
 
 
 def _program_decoder(args, sources: list[str]):
@@ -599,7 +651,7 @@ def _add_tune(sub) -> None:
     p.set_defaults(run=_tune_command)
 
 
-COMMANDS = [_add_eval, _add_extract, _add_train, _add_decode, _add_tune, add_corpora_command,
+COMMANDS = [_add_eval, _add_extract, _add_train, _add_decode, _add_grammar, _add_tune, add_corpora_command,
             add_pipeline_commands]
 
 

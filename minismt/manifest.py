@@ -111,31 +111,32 @@ MOSES_CHART_MAX_SPAN = (20, 1000)
 glue rules over any span."""
 
 
-def _weight_lines(manifest: dict, feature_lines) -> list[str]:
-    weights = manifest["default_weights"]
+def _weight_lines(manifest: dict, feature_lines, weights: dict | None = None) -> list[str]:
+    weights = {**manifest["default_weights"], **(weights or {})}
     by_producer = {producer: [weights[name] for name in names]
                    for producer, names in groupby(manifest["features"], key=lambda n: n.rpartition("_")[0])}
     return [f"{producer}= " + " ".join(format_weight(w) for w in by_producer[producer])
             for producer, _ in feature_lines]
 
 
-def moses_chart_ini(model_dir: str | os.PathLike, manifest: dict, grammar: str) -> str:
+def moses_chart_ini(model_dir: str | os.PathLike, manifest: dict, rule_table: str | os.PathLike,
+                    input_name: str, weights: dict | None = None) -> str:
     """The text of a moses.ini for Moses' chart decoder (``[search-algorithm] 3``) and the Hiero model
-    in ``model_dir`` with the rule table of grammar ``grammar`` (an input set's filtered table), the
-    glue grammar and the ARPA LM, with the default weights, as train-model.perl -hierarchical
-    -glue-grammar writes it."""
+    in ``model_dir`` with the rule table ``rule_table`` (an input set's grammar), the glue grammar and
+    the ARPA LM, as train-model.perl -hierarchical -glue-grammar writes it, with ``weights`` (by
+    default the untuned default weights)."""
     folder = os.path.abspath(os.fspath(model_dir))
     fields = {key: os.path.join(folder, path) for key, path in manifest["files"].items()}
-    fields["rule_table_text"] = os.path.join(folder, manifest["grammars"][grammar]["rule_table_text"])
+    fields["rule_table_text"] = os.path.abspath(os.fspath(rule_table))
     fields["lm_order"] = manifest["lm_order"]
-    lines = ["# moses.ini for Moses' chart decoder, written by minismt train --hiero (the untuned "
-             f"default weights; rules filtered to the input set {grammar!r})", "",
+    lines = [f"# moses.ini for Moses' chart decoder, written by minismt ({'the given' if weights else 'the untuned default'} "
+             f"weights; rules filtered to the input set {input_name!r})", "",
              "[input-factors]", "0", "", "[mapping]", "0 T 0", "1 T 1", "",
              "[cube-pruning-pop-limit]", "1000", "", "[non-terminals]", "X", "",
              "[search-algorithm]", "3", "", "[inputtype]", "3", "",
              "[max-chart-span]", *(str(n) for n in MOSES_CHART_MAX_SPAN), "", "[feature]"]
     lines += [line.format(**fields) for _, line in HIERO_MOSES_FEATURE_LINES]
-    lines += ["", "[weight]"] + _weight_lines(manifest, HIERO_MOSES_FEATURE_LINES)
+    lines += ["", "[weight]"] + _weight_lines(manifest, HIERO_MOSES_FEATURE_LINES, weights)
     return "\n".join(lines) + "\n"
 
 

@@ -9,6 +9,8 @@ The model directory holds every artefact and a ``manifest.json`` that
     MODEL/model/phrase-table.gz              Moses text phrase table
     MODEL/model/reordering-table.wbe-msd-bidirectional-fe.gz
     MODEL/model/phrase-table.npz             the compact form the decoder loads
+    MODEL/model/rule-store/                  (--hiero) every scored rule, for any input's grammar
+    MODEL/grammars/NAME/                     (--hiero --grammar-for) a grammar built at training time
     MODEL/lm/lm.N.arpa                       interpolated modified Kneser-Ney N-gram LM
     MODEL/moses.ini                          the same model for Moses' decoder (absolute paths)
     MODEL/train.log                          what each step did, its time and peak memory
@@ -39,6 +41,10 @@ from minismt.io import atomic_write, file_sha256, read_lines, write_lines
 from minismt.manifest import (DEFAULT_WEIGHTS, HIERO_DEFAULT_WEIGHTS, MANIFEST, MANIFEST_FORMAT,
                               MANIFEST_VERSION, MODEL_KINDS, moses_chart_ini, moses_ini)
 from minismt.progress import bar as progress_bar
+
+RULE_STORE = "model/rule-store"
+"""The model folder's Hiero rule store (:mod:`minismt.extract.hiero_store`)."""
+
 
 def _peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
@@ -89,9 +95,6 @@ class Trainer:
             raise InputError("--tokenize needs --src-lang and --tgt-lang", expected="--src-lang de --tgt-lang en")
         if config.model not in MODEL_KINDS:
             raise InputError(f"model {config.model!r}", expected=" or ".join(MODEL_KINDS))
-        if config.model == "hiero" and not config.grammar_inputs:
-            raise InputError("a Hiero model needs the input sets to build grammars for",
-                             expected="--grammar-for FILE (the dev and test sources), once per file")
         self.grammar_names = grammar_names(config.grammar_inputs)
         self.config = config
         self.out = os.path.abspath(config.out)
@@ -244,12 +247,15 @@ class Trainer:
         return [line.lower() for line in lines] if c.lowercase else lines
 
     def hiero(self) -> StepRecord:
-        """Hiero rules (Chiang 2007, as Moses' extract-rules + score + consolidate), filtered to each
-        input set: ``grammars/NAME/{input.txt, grammar.npz, rule-table.gz}`` and the glue grammar."""
+        """Hiero rules (Chiang 2007, as Moses' extract-rules + score + consolidate): the full scored
+        table as a rule store (``model/rule-store/``, from which the grammar of any input is read,
+        :mod:`minismt.extract.hiero_store`), the glue grammar, and for each ``--grammar-for`` input
+        its grammar built now: ``grammars/NAME/{input.txt, grammar.npz, rule-table.gz}``."""
         from minismt.extract.hiero import DEFAULT_HIERO_OPTIONS
         from minismt.extract.hiero_grammar import FORMAT, VERSION
+        from minismt.extract.hiero_store import STORE_FORMAT, STORE_VERSION
         c = self.config
-        outputs = ["model/glue-grammar"]
+        outputs = ["model/glue-grammar", f"{RULE_STORE}/store.json"]
         for name in self.grammar_names:
             outputs += [f"grammars/{name}/input.txt", f"grammars/{name}/grammar.npz",
                         f"grammars/{name}/rule-table.gz"]
@@ -257,29 +263,38 @@ class Trainer:
                "inputs": {name: file_sha256(path)
                           for name, path in zip(self.grammar_names, c.grammar_inputs)},
                "options": asdict(DEFAULT_HIERO_OPTIONS), "grammar_format": [FORMAT, VERSION],
+               "store_format": [STORE_FORMAT, STORE_VERSION],
                "tokenize": c.tokenize, "lowercase": c.lowercase}
 
         def run():
-            from minismt.extract.hiero_grammar import build_grammars, write_glue_grammar
+            from minismt.extract.hiero_grammar import write_glue_grammar
+            from minismt.extract.hiero_store import RuleStore, build_rule_store
             src, tgt, src_vocab, tgt_vocab = self._load_corpus()
             alignment = Alignment.read(self.path("align", "aligned.grow-diag-final-and"))
-            inputs = {name: self._preprocess(read_lines(path))
-                      for name, path in zip(self.grammar_names, c.grammar_inputs)}
-            grammars, report = build_grammars(src, tgt, alignment, src_vocab, tgt_vocab, inputs,
-                                              progress=c.progress)
+            report = build_rule_store(src, tgt, alignment, src_vocab, tgt_vocab, self.path(RULE_STORE),
+                                      progress=c.progress)
+            del src, tgt, alignment
             os.makedirs(self.path("model"), exist_ok=True)
             write_glue_grammar(self.path("model", "glue-grammar"))
-            for name, grammar in grammars.items():
+            store = RuleStore(self.path(RULE_STORE))
+            sizes, started = {}, time.perf_counter()
+            for name, path in zip(self.grammar_names, c.grammar_inputs):
+                lines = self._preprocess(read_lines(path))
+                grammar = store.grammar(lines)
                 os.makedirs(self.path("grammars", name), exist_ok=True)
-                write_lines(self.path("grammars", name, "input.txt"), inputs[name])
+                write_lines(self.path("grammars", name, "input.txt"), lines)
                 grammar.save(self.path("grammars", name, "grammar.npz"))
                 grammar.write_moses(self.path("grammars", name, "rule-table.gz"))
+                sizes[name] = len(grammar)
             info = report.as_dict()
-            self.log("hiero: " + ", ".join(f"{name} {n:,} rules" for name, n in report.sizes.items())
-                     + f" (from {report.occurrences:,} rule occurrences of {report.pairs:,} pairs)")
-            return {"rules": info["rules_per_input"], "occurrences": info["occurrences"],
+            info["seconds"]["grammars"] = round(time.perf_counter() - started, 2)
+            self.log(f"hiero: {report.rules_kept:,} rules (from {report.occurrences:,} rule occurrences "
+                     f"of {report.pairs:,} pairs) in {RULE_STORE}/"
+                     + "".join(f", {name} {n:,} rules" for name, n in sizes.items()))
+            return {"rules": sizes, "occurrences": info["occurrences"],
                     "rules_total": info["rules_total"],
                     "rules_by_nonterminals": info["rules_by_nonterminals"],
+                    "store_bytes": _folder_bytes(self.path(RULE_STORE)),
                     "stage_seconds": info["seconds"]}
 
         return self._step("hiero", key, outputs, run)
@@ -378,6 +393,7 @@ class Trainer:
             "train_src": "corpus/train.src", "train_tgt": "corpus/train.tgt",
             "alignment": "align/aligned.grow-diag-final-and",
             "glue_grammar": "model/glue-grammar",
+            "rule_store": RULE_STORE,
             "lm_arpa": f"lm/lm.{self.config.lm_order}.arpa",
         }
         sizes = self.records["hiero"].info.get("rules", {})
@@ -395,7 +411,8 @@ class Trainer:
         if self._moses_can_read():
             for name, entry in self.manifest["grammars"].items():
                 with atomic_write(self.path("grammars", name, "moses.ini")) as out:
-                    out.write(moses_chart_ini(self.out, self.manifest, name))
+                    out.write(moses_chart_ini(self.out, self.manifest,
+                                              self.path(self.manifest["grammars"][name]["rule_table_text"]), name))
                 entry["moses_ini"] = f"grammars/{name}/moses.ini"
         for name, entry in self.manifest["grammars"].items():
             entry.update({"cdec_ini": f"grammars/{name}/cdec/cdec.ini",
@@ -421,6 +438,10 @@ class Trainer:
             with atomic_write(self.path("moses.ini")) as out:
                 out.write(moses_ini(self.out, self.manifest))
             self.manifest["files"]["moses_ini"] = "moses.ini"
+
+
+def _folder_bytes(folder: str) -> int:
+    return sum(os.path.getsize(os.path.join(root, f)) for root, _, files in os.walk(folder) for f in files)
 
 
 def grammar_names(paths) -> list[str]:

@@ -5,7 +5,6 @@ schedule, and the fit on real forests of minismt's decoder."""
 from __future__ import annotations
 
 import math
-from collections import Counter
 
 import numpy as np
 import pytest

@@ -121,7 +121,8 @@ class MinismtDevDecoder(DevDecoder):
         self.grammar = None
         if manifest.get("model") == "hiero":
             from minismt.decode.hiero import grammar_for
-            self.grammar = grammar_for(model_dir, self.sentences)
+            from minismt.progress import log
+            self.grammar = grammar_for(model_dir, self.sentences, log=log if progress else None)
         self.space = FeatureSpace(manifest["features"])
         self.default_weights = self.space.weights(manifest["default_weights"], grow=False)
         self.executor = executor

@@ -29,6 +29,7 @@ Viterbi derivation is the 1-best, with the same score.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
@@ -318,11 +319,20 @@ class HieroDecoder:
 
 # ---- a trained model folder -------------------------------------------------------------------------
 
-def grammar_for(model_dir, sentences: Sequence[str], path=None) -> str:
-    """The name of the grammar of a Hiero model folder built for ``sentences`` (the lines of
-    ``path``): the one whose input file had the same bytes, else the one whose preprocessed input
-    has the same tokens on every line (tokens are separated by any Unicode whitespace, ``str.split()``, as
-    everywhere in minismt: a no-break space separates tokens too); else an InputError saying how to get one."""
+ON_DEMAND_PREFIX = "input-"
+"""Names of the grammars built on demand from a model's rule store (the input's token digest follows)."""
+
+
+def grammar_for(model_dir, sentences: Sequence[str], path=None, log=None) -> str:
+    """The name of the grammar of a Hiero model folder for ``sentences`` (the lines of ``path``).
+
+    A grammar built at training time (``--grammar-for``) is used when its input file had the same
+    bytes or its preprocessed input has the same tokens on every line; else the grammar is read
+    from the model's rule store (:class:`~minismt.extract.hiero_store.RuleStore`) and cached in it
+    under the digest of the tokens, so the next command on the same input finds it.  Tokens are
+    separated by any Unicode whitespace (``str.split()``, as everywhere in minismt: a no-break
+    space separates tokens too).  ``log`` (a callable) is told when a grammar is built."""
+    import hashlib
     import os
     from minismt.io import file_sha256, read_lines
     from minismt.manifest import load_manifest
@@ -336,18 +346,51 @@ def grammar_for(model_dir, sentences: Sequence[str], path=None) -> str:
     for name, entry in grammars.items():
         if [" ".join(s.split()) for s in read_lines(os.path.join(model_dir, entry["input"]))] == lines:
             return name
-    raise InputError("the Hiero model has no grammar for these sentences", path,
-                     expected="an input file given to 'minismt train --hiero --grammar-for' "
-                              f"(this model has grammars for: {', '.join(sorted(grammars)) or 'none'})")
+    name = ON_DEMAND_PREFIX + hashlib.sha256("\n".join(lines).encode("utf-8")).hexdigest()[:32]
+    cached = _on_demand_path(model_dir, manifest, name)
+    if not os.path.exists(cached):
+        store = _rule_store(model_dir, manifest)
+        started = time.perf_counter()
+        if log is not None:
+            log(f"building the grammar of {len(lines):,} sentence{'' if len(lines) == 1 else 's'} from the rule store")
+        grammar = store.grammar(lines)
+        grammar.save(cached)  # atomically: two processes building it leave one whole file
+        if log is not None:
+            log(f"grammar of {len(grammar):,} rules built in {time.perf_counter() - started:.1f} s "
+                f"({os.path.relpath(cached, model_dir)})")
+    return name
+
+
+def _rule_store(model_dir, manifest: dict):
+    import os
+    from minismt.extract.hiero_store import RuleStore
+    store = manifest.get("files", {}).get("rule_store")
+    if store is None:
+        raise InputError("the Hiero model has no rule store (trained by an older minismt) and no grammar "
+                         "for these sentences", os.path.join(model_dir, "manifest.json"),
+                         expected="a model trained again with 'minismt train --hiero', or the input given "
+                                  "to its --grammar-for")
+    return RuleStore(os.path.join(model_dir, store))
+
+
+def _on_demand_path(model_dir, manifest: dict, name: str) -> str:
+    import os
+    store = manifest.get("files", {}).get("rule_store") or "model/rule-store"
+    return os.path.join(model_dir, store, "grammars", name + ".npz")
 
 
 def load_model(model_dir, grammar: str) -> tuple[HieroGrammar, LanguageModel, dict]:
-    """The grammar ``grammar`` of a Hiero model folder, its LM and its manifest."""
+    """The grammar ``grammar`` of a Hiero model folder (built at training time, or on demand by
+    :func:`grammar_for`), its LM and its manifest."""
     import os
     from minismt.manifest import load_manifest
     manifest = load_manifest(model_dir, kind="hiero")
     entry = manifest.get("grammars", {}).get(grammar)
-    if entry is None:
+    if entry is not None:
+        path = os.path.join(model_dir, entry["grammar"])
+    elif grammar.startswith(ON_DEMAND_PREFIX) and os.path.exists(_on_demand_path(model_dir, manifest, grammar)):
+        path = _on_demand_path(model_dir, manifest, grammar)
+    else:
         raise InputError(f"no grammar {grammar!r} in the Hiero model", os.path.join(model_dir, "manifest.json"))
-    return (HieroGrammar.load(os.path.join(model_dir, entry["grammar"])),
+    return (HieroGrammar.load(path),
             LanguageModel.from_arpa(os.path.join(model_dir, manifest["files"]["lm_arpa"])), manifest)

@@ -97,7 +97,7 @@ class HieroGrammar:
     def rules_of(self, sentence: int) -> np.ndarray:
         """The rules sentence ``sentence`` can use, increasing."""
         sources = self.sources_of(sentence).astype(np.int64)
-        return _runs(self.source_offsets[sources], self.source_offsets[sources + 1])
+        return concatenated_ranges(self.source_offsets[sources], self.source_offsets[sources + 1])
 
     def write_moses(self, path: str | os.PathLike) -> int:
         """Moses' hierarchical rule table of every rule (gzip for ``.gz``); returns the count."""
@@ -143,7 +143,7 @@ class HieroGrammar:
                              path) from None
 
 
-def _runs(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+def concatenated_ranges(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
     """The integers of the ranges ``starts[k]:ends[k]``, concatenated."""
     lengths = ends - starts
     return np.repeat(starts - np.cumsum(lengths) + lengths, lengths) + np.arange(int(lengths.sum()))
@@ -195,12 +195,7 @@ def build_grammars(src: TokenArray, tgt: TokenArray, alignment: Alignment,
     time, so memory grows with the kept rules, not with the full table."""
     if chunk_pairs < 1:
         raise InputError(f"chunk_pairs {chunk_pairs}", expected="an integer >= 1")
-    for vocab, side in ((src_vocab, "source"), (tgt_vocab, "target")):
-        bad = next((w for w in vocab.words if looks_like_nonterminal(w)), None)
-        if bad is not None:
-            raise InputError(f"the {side} word {bad!r} would read as a non-terminal in a rule table",
-                             expected="square brackets escaped (&#91; &#93;, as Moses' "
-                                      "escape-special-chars.perl)")
+    check_vocabularies(src_vocab, tgt_vocab)
     seconds: dict[str, float] = {}
     started = time.perf_counter()
     lexical = train_lexical_table(src, tgt, alignment, src_vocab, tgt_vocab)
@@ -209,45 +204,24 @@ def build_grammars(src: TokenArray, tgt: TokenArray, alignment: Alignment,
     started = time.perf_counter()
     patterns: dict[str, tuple[np.ndarray, np.ndarray, int]] = {}
     for name, lines in (inputs or {}).items():
-        encoded = TokenArray.from_sentences(lines, src_vocab, grow=False)
-        sent, hashes = _gk.source_patterns(encoded.ids, encoded.offsets,
-                                           int(options.max_symbols_source),
-                                           int(options.max_nonterm),
-                                           bool(options.nonterm_consec_source))
-        patterns[name] = (sent, hashes, len(encoded))
+        patterns[name] = (*input_patterns(lines, src_vocab, options), len(lines))
     wanted = np.unique(np.concatenate([p[1] for p in patterns.values()])) if inputs else None
     seconds["input patterns"] = time.perf_counter() - started
 
     started = time.perf_counter()
     report = GrammarReport(pairs=len(src))
-    kept, targets, rule_ids = [], [], []
-    chunks = range(0, len(src), chunk_pairs)
-    for lo in progress_bar(chunks, desc="hiero rules", unit="chunk", enabled=progress):
-        hi = min(lo + chunk_pairs, len(src))
-        occ = extract_hiero(_rows(src, lo, hi), _rows(tgt, lo, hi),
-                            _alignment_rows(alignment, lo, hi), options)
-        report.occurrences += len(occ)
-        rules = aggregate_rules(occ)
-        del occ
-        targets.append(target_counts(rules))
-        rule_ids.append(_rule_identities(rules))
+    totals = CorpusTotals()
+    kept = []
+    for rules in extract_chunks(src, tgt, alignment, options, chunk_pairs, report, progress):
+        totals.add(rules)
         if wanted is not None:
             rules = rules.select(np.flatnonzero(
                     np.isin(side_hashes(rules.src_syms, rules.src_off), wanted)))
         kept.append(rules)
-        if len(targets) >= 8:                       # keep the per-chunk tables compact
-            targets = [SideCounts.merge(targets)]
-            rule_ids = [_merge_identities(rule_ids)]
     merged = merge_rules(kept)
     del kept
-    target_table = SideCounts.merge(targets)
+    target_table = totals.finish(report, options)
     seconds["extraction"] = time.perf_counter() - started
-    report.target_strings = int(target_table.hashes.shape[0])
-    identities, nonterminals = _merge_identities(rule_ids)
-    report.rules_total = int(identities.shape[0])
-    report.rules_by_nonterminals = tuple(int(n) for n in np.bincount(
-        nonterminals, minlength=int(options.max_nonterm) + 1))
-    del identities, nonterminals, rule_ids
 
     started = time.perf_counter()
     table = score_rules(merged, lexical, src_vocab, tgt_vocab, target_table)
@@ -257,7 +231,7 @@ def build_grammars(src: TokenArray, tgt: TokenArray, alignment: Alignment,
 
     started = time.perf_counter()
     grammars: dict[str, HieroGrammar] = {}
-    source_offsets, source_hash = _source_sides(table)
+    source_offsets, source_hash = source_sides(table)
     if inputs is None:
         grammars["all"] = HieroGrammar(table, src_vocab, tgt_vocab, source_offsets,
                                        np.zeros(1, dtype=np.int64), np.zeros(0, dtype=np.int32))
@@ -267,17 +241,83 @@ def build_grammars(src: TokenArray, tgt: TokenArray, alignment: Alignment,
         for name, (sent, hashes, n_sent) in patterns.items():
             pos = np.minimum(np.searchsorted(sorted_hash, hashes), max(sorted_hash.shape[0] - 1, 0))
             found = sorted_hash[pos] == hashes if sorted_hash.shape[0] else np.zeros(0, dtype=bool)
-            sources = order[pos[found]]
-            sentences = sent[found]
-            by_sentence = np.lexsort((sources, sentences))
-            offsets = np.zeros(n_sent + 1, dtype=np.int64)
-            np.cumsum(np.bincount(sentences, minlength=n_sent), out=offsets[1:])
-            grammars[name] = _restrict(table, src_vocab, tgt_vocab, source_offsets, offsets,
-                                       sources[by_sentence])
+            offsets, sources = sentence_index(sent[found], order[pos[found]], n_sent)
+            grammars[name] = _restrict(table, src_vocab, tgt_vocab, source_offsets, offsets, sources)
     seconds["filtering"] = time.perf_counter() - started
     report.seconds = {k: round(v, 2) for k, v in seconds.items()}
     report.sizes = {name: len(g) for name, g in grammars.items()}
     return grammars, report
+
+
+def check_vocabularies(src_vocab: Vocabulary, tgt_vocab: Vocabulary) -> None:
+    """An InputError for a corpus word that a rule table would read as a non-terminal."""
+    for vocab, side in ((src_vocab, "source"), (tgt_vocab, "target")):
+        bad = next((w for w in vocab.words if looks_like_nonterminal(w)), None)
+        if bad is not None:
+            raise InputError(f"the {side} word {bad!r} would read as a non-terminal in a rule table",
+                             expected="square brackets escaped (&#91; &#93;, as Moses' "
+                                      "escape-special-chars.perl)")
+
+
+def input_patterns(lines: Sequence[str], src_vocab: Vocabulary,
+                   options: HieroOptions) -> tuple[np.ndarray, np.ndarray]:
+    """Every (sentence, source-side hash) a rule could match in the tokenised ``lines`` (words
+    split at any whitespace; unknown words match nothing), sorted by sentence then hash."""
+    encoded = TokenArray.from_sentences(lines, src_vocab, grow=False)
+    return _gk.source_patterns(encoded.ids, encoded.offsets, int(options.max_symbols_source),
+                               int(options.max_nonterm), bool(options.nonterm_consec_source))
+
+
+def extract_chunks(src: TokenArray, tgt: TokenArray, alignment: Alignment, options: HieroOptions,
+                   chunk_pairs: int, report: GrammarReport, progress: bool = False):
+    """The distinct rules of each ``chunk_pairs`` sentence pairs of a corpus in turn (so that the
+    rule occurrences of one chunk at a time are held), counting the occurrences into ``report``."""
+    chunks = range(0, len(src), chunk_pairs)
+    for lo in progress_bar(chunks, desc="hiero rules", unit="chunk", enabled=progress):
+        hi = min(lo + chunk_pairs, len(src))
+        occ = extract_hiero(_rows(src, lo, hi), _rows(tgt, lo, hi),
+                            _alignment_rows(alignment, lo, hi), options)
+        report.occurrences += len(occ)
+        rules = aggregate_rules(occ)
+        del occ
+        yield rules
+
+
+class CorpusTotals:
+    """What scoring needs from every rule of the corpus, whatever is kept: c(e) of each target
+    string, and the distinct rules (their number, by non-terminals, for the report)."""
+
+    def __init__(self):
+        self._targets: list[SideCounts] = []
+        self._identities: list[tuple[np.ndarray, np.ndarray]] = []
+
+    def add(self, rules) -> None:
+        self._targets.append(target_counts(rules))
+        self._identities.append(_rule_identities(rules))
+        if len(self._targets) >= 8:                       # keep the per-chunk tables compact
+            self._targets = [SideCounts.merge(self._targets)]
+            self._identities = [_merge_identities(self._identities)]
+
+    def finish(self, report: GrammarReport, options: HieroOptions) -> SideCounts:
+        """c(e) of every target string; the rule counts go into ``report``."""
+        target_table = SideCounts.merge(self._targets)
+        report.target_strings = int(target_table.hashes.shape[0])
+        identities, nonterminals = _merge_identities(self._identities)
+        report.rules_total = int(identities.shape[0])
+        report.rules_by_nonterminals = tuple(int(n) for n in np.bincount(
+                nonterminals, minlength=int(options.max_nonterm) + 1))
+        self._targets, self._identities = [], []
+        return target_table
+
+
+def sentence_index(sentences: np.ndarray, sources: np.ndarray, n_sentences: int
+                   ) -> tuple[np.ndarray, np.ndarray]:
+    """Per sentence the source sides it matches, increasing, from (sentence, side) pairs: the
+    offsets and the sides (:class:`HieroGrammar`'s ``sentence_offsets``, ``sentence_sources``)."""
+    by_sentence = np.lexsort((sources, sentences))
+    offsets = np.zeros(n_sentences + 1, dtype=np.int64)
+    np.cumsum(np.bincount(sentences, minlength=n_sentences), out=offsets[1:])
+    return offsets, sources[by_sentence]
 
 
 def _rule_identities(rules) -> tuple[np.ndarray, np.ndarray]:
@@ -299,7 +339,7 @@ def _merge_identities(parts) -> tuple[np.ndarray, np.ndarray]:
     return unique, n_nt[first]
 
 
-def _source_sides(table: HieroTable) -> tuple[np.ndarray, np.ndarray]:
+def source_sides(table: HieroTable) -> tuple[np.ndarray, np.ndarray]:
     """The runs of rules with the same source side (contiguous in Moses' order): their offsets and
     each side's hash (:func:`side_hashes`), checked distinct."""
     hashes = side_hashes(table.src_syms, table.src_off)
@@ -320,7 +360,7 @@ def _restrict(table: HieroTable, src_vocab: Vocabulary, tgt_vocab: Vocabulary,
     used = np.unique(sentence_sources)
     new_id = np.full(source_offsets.shape[0] - 1, -1, dtype=np.int64)
     new_id[used] = np.arange(used.shape[0])
-    sub = table.take(_runs(source_offsets[used], source_offsets[used + 1]))
+    sub = table.take(concatenated_ranges(source_offsets[used], source_offsets[used + 1]))
     lengths = source_offsets[used + 1] - source_offsets[used]
     new_offsets = np.zeros(used.shape[0] + 1, dtype=np.int64)
     np.cumsum(lengths, out=new_offsets[1:])
@@ -328,5 +368,6 @@ def _restrict(table: HieroTable, src_vocab: Vocabulary, tgt_vocab: Vocabulary,
                         new_id[sentence_sources].astype(np.int32))
 
 
-__all__ = ["GLUE_GRAMMAR", "GrammarReport", "HieroGrammar", "LHS", "NONTERMINAL",
-           "build_grammars", "looks_like_nonterminal", "write_glue_grammar"]
+__all__ = ["GLUE_GRAMMAR", "CorpusTotals", "GrammarReport", "HieroGrammar", "LHS", "NONTERMINAL",
+           "build_grammars", "check_vocabularies", "concatenated_ranges", "extract_chunks", "input_patterns", "looks_like_nonterminal", "sentence_index",
+           "source_sides", "write_glue_grammar"]

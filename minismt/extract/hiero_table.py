@@ -146,26 +146,33 @@ def _moses_order(src_syms, src_off, tgt_syms, tgt_off, src_vocab: Vocabulary,
                  tgt_vocab: Vocabulary, tiebreak: np.ndarray) -> np.ndarray:
     """The order of rules by the UTF-8 bytes of ``"source [X] ||| target [X] |||"``, ties (rules
     differing only in their non-terminal pairing) by ``tiebreak``."""
-    keys = [tiebreak]
-    for syms, off, vocab in ((tgt_syms, tgt_off, tgt_vocab), (src_syms, src_off, src_vocab)):
-        ranks, end_rank = byte_order_ranks(list(vocab.words) + [NONTERMINAL, LHS])
-        n_words = len(vocab)
-        code = np.where(syms < 0, n_words, syms).astype(np.int64)
-        symbol_rank = ranks[code].astype(np.int64)
-        length = np.diff(off)
-        width = int(length.max()) + 2 if length.shape[0] else 0
-        side_keys = []
-        rows = np.arange(length.shape[0])
-        for t in range(width):
-            field = np.zeros(length.shape[0], dtype=np.int64)
-            has = length > t
-            field[has] = symbol_rank[off[:-1][has] + t]
-            field[length == t] = ranks[n_words + 1]
-            field[length == t - 1] = end_rank
-            side_keys.append(field)
-        del rows
-        keys.extend(reversed(side_keys))
-    return np.lexsort(keys)
+    return np.lexsort([tiebreak] + _side_keys(tgt_syms, tgt_off, tgt_vocab)
+                      + _side_keys(src_syms, src_off, src_vocab))
+
+
+def side_order(syms: np.ndarray, off: np.ndarray, vocab: Vocabulary) -> np.ndarray:
+    """The order of rule sides by the UTF-8 bytes of ``"side [X] |||"`` (Moses' order of source
+    sides), ties by position."""
+    return np.lexsort([np.arange(off.shape[0] - 1)] + _side_keys(syms, off, vocab))
+
+
+def _side_keys(syms: np.ndarray, off: np.ndarray, vocab: Vocabulary) -> list[np.ndarray]:
+    """``np.lexsort`` keys (least significant first) that order rule sides by their text."""
+    ranks, end_rank = byte_order_ranks(list(vocab.words) + [NONTERMINAL, LHS])
+    n_words = len(vocab)
+    code = np.where(syms < 0, n_words, syms).astype(np.int64)
+    symbol_rank = ranks[code].astype(np.int64)
+    length = np.diff(off)
+    width = int(length.max()) + 2 if length.shape[0] else 0
+    side_keys = []
+    for t in range(width):
+        field = np.zeros(length.shape[0], dtype=np.int64)
+        has = length > t
+        field[has] = symbol_rank[off[:-1][has] + t]
+        field[length == t] = ranks[n_words + 1]
+        field[length == t - 1] = end_rank
+        side_keys.append(field)
+    return side_keys[::-1]
 
 
 def score_rules(rules: HieroRules, lexical: LexicalTable, src_vocab: Vocabulary,

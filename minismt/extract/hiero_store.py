@@ -1,0 +1,270 @@
+"""The full scored Hiero rule table of a corpus, stored so that the grammar of any input is a
+look-up: what ``minismt train --hiero`` keeps, so that a Hiero model translates any text.
+
+Moses keeps its full rule table and filters it for each input (``filter-model-given-input.pl``);
+cdec extracts each sentence's rules from a suffix array over the training corpus (Lopez 2007).
+A suffix array cannot give Moses' scores without the whole table: p(f|e) divides by c(e), the
+count of a target string over *every* rule of the corpus, which only a full extraction knows.  So
+this is Moses' way, made cheap: the table is built once, in ``buckets`` parts by the hash of
+the source side (every rule of a source string lands in one bucket, so c(f) and Moses' order are
+local to it), each part scored as :func:`~minismt.extract.hiero_table.score_rules` scores the
+whole table (c(e) from every chunk of the corpus), and written as uncompressed ``.npy`` arrays
+that are memory-mapped when read.  The grammar of an input joins the hashes of the source sides
+its sentences can match (:func:`~minismt.extract.hiero_grammar.input_patterns`) with each
+bucket's sorted side hashes and reads only those rules: the same rules, scores and order as
+:func:`~minismt.extract.hiero_grammar.build_grammars` filtering the full table gives.
+
+Building holds one chunk of rule occurrences and one bucket of rules at a time: the chunks'
+distinct rules are spilled to disk by bucket between the two passes.
+
+Layout of a store folder::
+
+    store.json                   format, version, options, sizes, the report of the build
+    src-vocab.npy, tgt-vocab.npy (+ -offsets.npy)   the vocabularies (UTF-8 bytes, offsets)
+    bucket-NN/ARRAY.npy          one scored HieroTable per bucket, in Moses' order, and its
+                                 source sides: side_offsets (rules of each side), side_hash
+                                 (sorted), side_of_hash (the side of each sorted hash)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from dataclasses import asdict, dataclass
+from typing import Sequence
+
+import numpy as np
+
+from minismt.corpus import Alignment, TokenArray, Vocabulary
+from minismt.errors import InputError
+from minismt.extract.extraction import train_lexical_table
+from minismt.extract.hiero import DEFAULT_HIERO_OPTIONS, HieroOptions, HieroRules, merge_rules
+from minismt.extract.hiero_grammar import (DEFAULT_CHUNK_PAIRS, CorpusTotals, GrammarReport,
+                                           concatenated_ranges,
+                                           HieroGrammar, check_vocabularies, extract_chunks,
+                                           input_patterns, sentence_index, source_sides)
+from minismt.extract.hiero_table import HieroTable, score_rules, side_hashes, side_order
+from minismt.extract.phrase_table import array_to_words, take_ranges, words_to_array
+from minismt.io import atomic_write
+from minismt.progress import bar as progress_bar
+
+STORE_FORMAT = "minismt-hiero-rule-store"
+STORE_VERSION = 1
+DEFAULT_BUCKETS = 16
+TABLE_ARRAYS = ("src_syms", "src_off", "tgt_syms", "tgt_off", "align", "align_off", "scores", "counts")
+_SPILL_ARRAYS = ("src_syms", "src_off", "tgt_syms", "tgt_off", "align", "align_off", "count",
+                 "n_occurrences")
+
+
+def _bucket_of(hashes: np.ndarray, buckets: int) -> np.ndarray:
+    return (hashes % np.uint64(buckets)).astype(np.int64)
+
+
+def build_rule_store(src: TokenArray, tgt: TokenArray, alignment: Alignment,
+                     src_vocab: Vocabulary, tgt_vocab: Vocabulary, path: str | os.PathLike,
+                     options: HieroOptions = DEFAULT_HIERO_OPTIONS,
+                     chunk_pairs: int = DEFAULT_CHUNK_PAIRS, buckets: int = DEFAULT_BUCKETS,
+                     progress: bool = False) -> GrammarReport:
+    """Extract and score every Hiero rule of a word-aligned corpus into the store folder ``path``.
+
+    The folder appears complete or not at all: it is built beside ``path`` and renamed into
+    place (an existing store there is replaced); a killed build leaves only the partial folder,
+    which the next build removes."""
+    if chunk_pairs < 1 or buckets < 1:
+        raise InputError(f"chunk_pairs {chunk_pairs}, buckets {buckets}", expected="integers >= 1")
+    check_vocabularies(src_vocab, tgt_vocab)
+    path = os.path.abspath(os.fspath(path))
+    partial = path + ".partial"
+    shutil.rmtree(partial, ignore_errors=True)
+    spill = os.path.join(partial, "spill")
+    os.makedirs(spill)
+    seconds: dict[str, float] = {}
+    started = time.perf_counter()
+    lexical = train_lexical_table(src, tgt, alignment, src_vocab, tgt_vocab)
+    seconds["lexical tables"] = time.perf_counter() - started
+
+    started = time.perf_counter()
+    report = GrammarReport(pairs=len(src))
+    totals = CorpusTotals()
+    n_chunks = 0
+    for rules in extract_chunks(src, tgt, alignment, options, chunk_pairs, report, progress):
+        totals.add(rules)
+        bucket = _bucket_of(side_hashes(rules.src_syms, rules.src_off), buckets)
+        for b in range(buckets):
+            part = rules.select(np.flatnonzero(bucket == b))
+            np.savez(os.path.join(spill, f"{b:02d}-{n_chunks:05d}.npz"),
+                     **{name: getattr(part, name) for name in _SPILL_ARRAYS})
+        n_chunks += 1
+    targets = totals.finish(report, options)
+    seconds["extraction"] = time.perf_counter() - started
+
+    started = time.perf_counter()
+    for b in progress_bar(range(buckets), desc="hiero scoring", unit="bucket", enabled=progress):
+        parts = []
+        for c in range(n_chunks):
+            spilled = os.path.join(spill, f"{b:02d}-{c:05d}.npz")
+            with np.load(spilled, allow_pickle=False) as data:
+                arrays = {name: data[name] for name in _SPILL_ARRAYS}
+            os.unlink(spilled)
+            n = arrays["count"].shape[0]
+            parts.append(HieroRules(arrays["src_syms"], arrays["src_off"], arrays["tgt_syms"],
+                                    arrays["tgt_off"], arrays["align"], arrays["align_off"],
+                                    arrays["count"], None, None, np.zeros(n, dtype=np.int64),
+                                    arrays["n_occurrences"]))
+        table = score_rules(merge_rules(parts), lexical, src_vocab, tgt_vocab, targets)
+        del parts
+        report.rules_kept += len(table)
+        side_offsets, side_hash = source_sides(table)
+        by_hash = np.argsort(side_hash)
+        folder = os.path.join(partial, f"bucket-{b:02d}")
+        os.makedirs(folder)
+        for name in TABLE_ARRAYS:
+            np.save(os.path.join(folder, name + ".npy"), _compact(getattr(table, name)))
+        np.save(os.path.join(folder, "side_offsets.npy"), side_offsets)
+        np.save(os.path.join(folder, "side_hash.npy"), side_hash[by_hash])
+        np.save(os.path.join(folder, "side_of_hash.npy"), by_hash.astype(np.int64))
+    os.rmdir(spill)
+    seconds["scoring"] = time.perf_counter() - started
+
+    for side, vocab in (("src", src_vocab), ("tgt", tgt_vocab)):
+        utf8, offsets = words_to_array(vocab.words)
+        np.save(os.path.join(partial, f"{side}-vocab.npy"), utf8)
+        np.save(os.path.join(partial, f"{side}-vocab-offsets.npy"), offsets)
+    report.seconds = {k: round(v, 2) for k, v in seconds.items()}
+    report.sizes = {"all": report.rules_kept}
+    info = {"format": STORE_FORMAT, "version": STORE_VERSION, "buckets": buckets,
+            "options": asdict(options), "report": report.as_dict()}
+    with atomic_write(os.path.join(partial, "store.json")) as out:
+        json.dump(info, out, indent=2, sort_keys=True)
+        out.write("\n")
+    shutil.rmtree(path, ignore_errors=True)
+    os.replace(partial, path)
+    return report
+
+
+def _compact(values: np.ndarray) -> np.ndarray:
+    """The array as stored: the scores and counts (six-digit numbers read as a C++ float, see
+    :mod:`minismt.extract.hiero_table`) in single precision, offsets in 32 bits, both exactly."""
+    if values.dtype == np.float64:
+        small = values.astype(np.float32)
+        if not np.array_equal(small.astype(np.float64), values):
+            raise RuntimeError("a rule score that single precision does not hold")
+        return small
+    if values.dtype == np.int64 and (values.shape[0] == 0 or int(values[-1]) < 2 ** 31):
+        return values.astype(np.int32)
+    return values
+
+
+@dataclass
+class _Bucket:
+    table: HieroTable
+    side_offsets: np.ndarray
+    side_hash: np.ndarray
+    side_of_hash: np.ndarray
+
+
+class RuleStore:
+    """A store folder written by :func:`build_rule_store`, memory-mapped: :meth:`grammar` gives the
+    :class:`~minismt.extract.hiero_grammar.HieroGrammar` of any input."""
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = os.fspath(path)
+        meta = os.path.join(self.path, "store.json")
+        try:
+            with open(meta, encoding="utf-8") as handle:
+                info = json.load(handle)
+        except FileNotFoundError:
+            raise InputError("no Hiero rule store (a model trained by an older minismt?)", self.path,
+                             expected="a model folder written by 'minismt train --hiero'") from None
+        except (OSError, ValueError) as err:
+            raise InputError(f"unreadable Hiero rule store ({err})", meta) from None
+        if info.get("format") != STORE_FORMAT or info.get("version") != STORE_VERSION:
+            raise InputError("not a minismt Hiero rule store", meta,
+                             expected=f"{STORE_FORMAT} {STORE_VERSION}")
+        self.info = info
+        self.options = HieroOptions(**info["options"])
+        try:
+            self.src_vocab, self.tgt_vocab = (
+                Vocabulary(array_to_words(self._array(f"{side}-vocab"), self._array(f"{side}-vocab-offsets")))
+                for side in ("src", "tgt"))
+            self._buckets = [self._bucket(os.path.join(f"bucket-{b:02d}")) for b in range(int(info["buckets"]))]
+        except (OSError, ValueError) as err:
+            raise InputError(f"unreadable Hiero rule store ({err})", self.path) from None
+
+    def _array(self, name: str, mmap: bool = False) -> np.ndarray:
+        return np.load(os.path.join(self.path, name + ".npy"), mmap_mode="r" if mmap else None,
+                       allow_pickle=False)
+
+    def _bucket(self, folder: str) -> _Bucket:
+        table = HieroTable(*(self._array(os.path.join(folder, name), mmap=True) for name in TABLE_ARRAYS))
+        return _Bucket(table, self._array(os.path.join(folder, "side_offsets")),
+                       self._array(os.path.join(folder, "side_hash")),
+                       self._array(os.path.join(folder, "side_of_hash")))
+
+    def __len__(self) -> int:
+        return sum(len(bucket.table) for bucket in self._buckets)
+
+    def buckets(self):
+        """Each bucket's scored rules (memory-mapped :class:`HieroTable`, Moses' order within it)."""
+        return (bucket.table for bucket in self._buckets)
+
+    def grammar(self, lines: Sequence[str]) -> HieroGrammar:
+        """The grammar of the tokenised ``lines``: every rule whose source side matches one of them
+        (Moses' ``filter-rule-table hierarchical``), in Moses' order, with each sentence's sides."""
+        sent, hashes = input_patterns(lines, self.src_vocab, self.options)
+        bucket_of = _bucket_of(hashes, len(self._buckets))
+        pieces, matches = [], []
+        n_sides = 0
+        for b, bucket in enumerate(self._buckets):
+            mine = np.flatnonzero(bucket_of == b)
+            if mine.shape[0] == 0 or bucket.side_hash.shape[0] == 0:
+                continue
+            pos = np.minimum(np.searchsorted(bucket.side_hash, hashes[mine]), bucket.side_hash.shape[0] - 1)
+            found = bucket.side_hash[pos] == hashes[mine]
+            sides = bucket.side_of_hash[pos[found]]
+            used, local = np.unique(sides, return_inverse=True)
+            rows = concatenated_ranges(bucket.side_offsets[used], bucket.side_offsets[used + 1])
+            pieces.append((bucket.table, rows, np.diff(bucket.side_offsets)[used]))
+            matches.append((sent[mine][found], n_sides + local.reshape(-1)))
+            n_sides += used.shape[0]
+        table, side_lengths = _gather(pieces)
+        # Moses' order across buckets: the sides sorted by their text (within a side, a bucket's order)
+        starts = np.zeros(n_sides + 1, dtype=np.int64)
+        np.cumsum(side_lengths, out=starts[1:])
+        firsts_syms, firsts_off = take_ranges(table.src_syms, table.src_off, starts[:-1])
+        order = side_order(firsts_syms, firsts_off, self.src_vocab)
+        new_id = np.empty(n_sides, dtype=np.int64)
+        new_id[order] = np.arange(n_sides)
+        table = table.take(concatenated_ranges(starts[order], starts[order + 1]))
+        source_offsets = np.zeros(n_sides + 1, dtype=np.int64)
+        np.cumsum(side_lengths[order], out=source_offsets[1:])
+        sentences = np.concatenate([m[0] for m in matches]) if matches else np.zeros(0, dtype=np.int64)
+        sides = new_id[np.concatenate([m[1] for m in matches])] if matches else np.zeros(0, dtype=np.int64)
+        offsets, sentence_sources = sentence_index(sentences, sides, len(lines))
+        return HieroGrammar(table, self.src_vocab, self.tgt_vocab, source_offsets, offsets,
+                            sentence_sources.astype(np.int32))
+
+
+def _gather(pieces) -> tuple[HieroTable, np.ndarray]:
+    """The rows of several (memory-mapped) tables as one table, and the concatenated side lengths."""
+    taken = [table.take(rows) for table, rows, _ in pieces]
+    if not taken:
+        return HieroTable(np.zeros(0, dtype=np.int32), np.zeros(1, dtype=np.int64),
+                          np.zeros(0, dtype=np.int32), np.zeros(1, dtype=np.int64),
+                          np.zeros((0, 2), dtype=np.int16), np.zeros(1, dtype=np.int64),
+                          np.zeros((0, 4)), np.zeros((0, 3))), np.zeros(0, dtype=np.int64)
+    arrays = []
+    for values, offsets in (("src_syms", "src_off"), ("tgt_syms", "tgt_off"), ("align", "align_off")):
+        flat = np.concatenate([getattr(t, values) for t in taken])
+        lengths = np.concatenate([np.diff(getattr(t, offsets)) for t in taken])
+        off = np.zeros(lengths.shape[0] + 1, dtype=np.int64)
+        np.cumsum(lengths, out=off[1:])
+        arrays += [flat, off]
+    return (HieroTable(*arrays, np.concatenate([t.scores for t in taken]).astype(np.float64),
+                       np.concatenate([t.counts for t in taken]).astype(np.float64)),
+            np.concatenate([lengths for _, _, lengths in pieces]))
+
+
+__all__ = ["DEFAULT_BUCKETS", "RuleStore", "build_rule_store"]
