@@ -28,6 +28,8 @@ from pathlib import Path
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 MULTI30K = SHARED / "corpora" / "multi30k"
 MOSES = SHARED / "tools" / "moses" / "bin" / "moses"
+BUILD_BINARY = SHARED / "tools" / "moses" / "bin" / "build_binary"
+CDEC = SHARED / "tools" / "cdec" / "cdec"
 ANCHOR = {"bleu_p200": 39.11, "words_per_second_p200": 301.1}
 POP_LIMIT = 200
 MAX_SPAN = 20
@@ -173,4 +175,30 @@ def run(quick: bool = False) -> dict:
                 result["moses"] = {"error": done.stderr[-500:]}
         else:
             result["moses"] = {"error": f"{MOSES} missing"}
+        result["cdec"] = _cdec(model, Path(tmp), references)
+        if isinstance(result["ours"]["decode_peak_mb"], float) and "peak_mb" in result["cdec"]:
+            result["memory_ratio_vs_cdec"] = round(result["ours"]["decode_peak_mb"] / result["cdec"]["peak_mb"], 2)
     return result
+
+
+def _cdec(model: Path, tmp: Path, references: list[str]) -> dict:
+    """cdec decoding the model's cdec folder (table limit 20 under the default weights), the LM made
+    binary by KenLM's build_binary as the cdec anchor has it: BLEU, decoding seconds, peak memory."""
+    import sacrebleu
+    if not (CDEC.is_file() and BUILD_BINARY.is_file()):
+        return {"error": f"{CDEC} or {BUILD_BINARY} missing"}
+    folder = model / "grammars" / "input" / "cdec"
+    arpa = next((model / "lm").glob("*.arpa"))
+    done = subprocess.run([str(BUILD_BINARY), str(arpa), str(tmp / "lm.binlm")], capture_output=True, text=True)
+    if done.returncode != 0:
+        return {"error": done.stderr[-500:]}
+    ini = tmp / "cdec.ini"
+    ini.write_text((folder / "cdec.ini").read_text().replace(str(arpa.resolve()), str(tmp / "lm.binlm")))
+    started = time.perf_counter()
+    peak, done = _peak_mb([str(CDEC), "-c", str(ini), "-w", str(folder / "weights"), "-i", str(folder / "input.txt")])
+    seconds = time.perf_counter() - started
+    if done.returncode != 0:
+        return {"error": done.stderr[-500:]}
+    theirs = [line.removeprefix("<s>").removesuffix("</s>").strip() for line in done.stdout.splitlines()]
+    return {"bleu": round(sacrebleu.corpus_bleu(theirs, [references], tokenize="none").score, 2),
+            "process_seconds": round(seconds, 1), "peak_mb": peak}

@@ -258,7 +258,7 @@ def _hiero_decoder(job: DecodeJob):
     model = _MODELS.get((job.model_dir, job.grammar))
     if model is None:
         _MODELS.clear()
-        model = _MODELS[(job.model_dir, job.grammar)] = load_model(job.model_dir, job.grammar)
+        model = _MODELS[(job.model_dir, job.grammar)] = load_model(job.model_dir, job.grammar, decoding=True)
     grammar, lm, _ = model
     weights = None if job.weights is None else dict(zip(job.names, job.weights.tolist()))
     settings = job.settings

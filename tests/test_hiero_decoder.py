@@ -366,14 +366,14 @@ def test_forest_order_equals_sorting_the_reachable_items():
     check()
 
 
-def _chart_reference(n, max_span, sources, spans, source_rule_off, source_rules, rule_tgt, rule_lm_tgt, rule_tgt_off,
+def _chart_reference(n, max_span, sources, spans, side_start, side_end, source_rules, rule_tgt, rule_lm_tgt, rule_tgt_off,
                      rule_static, uncovered, special_tgt, special_lm_tgt, special_off, special_static):
     """The chart of :func:`minismt.decode._hiero_chart.applications` built the obvious way: lists of
     applications in the order matches, unknown words, <s>, glue, </s>, sorted (stably) by the
     position of their cell among the cells in filling order."""
     width, s_base = n + 1, (n + 1) ** 2
     sides = sorted(set(sources.tolist()))
-    block_rows = [list(range(source_rule_off[s], source_rule_off[s + 1])) for s in sides]
+    block_rows = [list(range(side_start[s], side_end[s])) for s in sides]
     rows = [p for block in block_rows for p in block]
     local_global = [int(source_rules[p]) for p in rows]
     block_start = np.cumsum([0] + [len(block) for block in block_rows]).tolist()
@@ -418,8 +418,14 @@ def test_chart_applications_equal_the_obvious_construction():
         max_span = data.draw(st.integers(1, 6))
         n_sides = data.draw(st.integers(1, 6))
         side_sizes = data.draw(st.lists(st.integers(0, 3), min_size=n_sides, max_size=n_sides))
-        source_rule_off = np.cumsum([0] + side_sizes).astype(np.int64)
-        n_rows = int(source_rule_off[-1])
+        # each side's rows are one run, the runs in any order (a decoder ranks sides as sentences need them)
+        stored = data.draw(st.permutations(range(n_sides)))
+        side_start, side_end = np.zeros(n_sides, dtype=np.int64), np.zeros(n_sides, dtype=np.int64)
+        row = 0
+        for side in stored:
+            side_start[side], side_end[side] = row, row + side_sizes[side]
+            row += side_sizes[side]
+        n_rows = row
         source_rules = np.array(data.draw(st.permutations(range(2 * n_rows + 3)))[:n_rows], dtype=np.int64)
         tgt_len = data.draw(st.lists(st.integers(0, 4), min_size=n_rows, max_size=n_rows))
         rule_tgt_off = np.cumsum([0] + tgt_len).astype(np.int64)
@@ -445,7 +451,7 @@ def test_chart_applications_equal_the_obvious_construction():
         special_tgt = np.arange(int(special_off[-1]), dtype=np.int64) + 100
         special_lm_tgt = special_tgt + 1000
         special_static = np.arange(len(special_len), dtype=np.float64) - 0.5
-        args = (n, max_span, sources, spans, source_rule_off, source_rules, rule_tgt, rule_lm_tgt, rule_tgt_off,
+        args = (n, max_span, sources, spans, side_start, side_end, source_rules, rule_tgt, rule_lm_tgt, rule_tgt_off,
                 rule_static, uncovered, special_tgt, special_lm_tgt, special_off, special_static)
         n_cells, cells, apps, lm_targets, targets, static, local_global = _chart_reference(*args)
         (got_cells, cell_order, app_cell, app_child, app_lo, app_hi, lm_tgt, match_tgt, tgt_offsets, got_static,

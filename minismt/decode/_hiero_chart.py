@@ -20,14 +20,16 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from minismt._primitives import grow
+
 
 @njit(cache=True)
-def applications(n, max_span, sources, spans, source_rule_off, source_rules, rule_tgt, rule_lm_tgt, rule_tgt_off,
-                 rule_static, uncovered, special_tgt, special_lm_tgt, special_off, special_static):
+def applications(n, max_span, sources, spans, side_start, side_end, source_rules, rule_tgt, rule_lm_tgt,
+                 rule_tgt_off, rule_static, uncovered, special_tgt, special_lm_tgt, special_off, special_static):
     """The chart of a sentence of ``n`` words.
 
-    ``sources[m]``: the source side of match ``m`` (rows ``source_rule_off[s]:source_rule_off[s+1]``
-    of ``source_rules`` are side ``s``'s grammar rules, best first), ``spans[m]``: its span and its
+    ``sources[m]``: the source side of match ``m`` (rows ``side_start[s]:side_end[s]`` of
+    ``source_rules`` are side ``s``'s grammar rules, best first), ``spans[m]``: its span and its
     non-terminals' (``start, end, nt1 start, nt1 end, nt2 start, nt2 end``, -1 absent).  Row ``p`` of
     ``source_rules`` has the target side ``rule_tgt[rule_tgt_off[p]:rule_tgt_off[p+1]]`` (target ids,
     ``-1 - k`` for non-terminal k), the same in LM ids in ``rule_lm_tgt``, and the weighted non-LM
@@ -60,14 +62,14 @@ def applications(n, max_span, sources, spans, source_rule_off, source_rules, rul
     block_start = np.zeros(n_blocks + 1, dtype=np.int64)
     for b in range(n_blocks):
         side = block_side[b]
-        block_start[b + 1] = block_start[b] + source_rule_off[side + 1] - source_rule_off[side]
+        block_start[b + 1] = block_start[b] + side_end[side] - side_start[side]
     n_grammar = block_start[n_blocks]
     n_special = special_static.shape[0]
     local_global = np.empty(n_grammar, dtype=np.int64)
     local_tgt_off = np.zeros(n_grammar + n_special + 1, dtype=np.int64)
     row_of = np.empty(n_grammar, dtype=np.int64)      # each local grammar rule's row
     for b in range(n_blocks):
-        first = source_rule_off[block_side[b]]
+        first = side_start[block_side[b]]
         for r in range(block_start[b], block_start[b + 1]):
             row = first + r - block_start[b]
             row_of[r] = row
@@ -183,3 +185,52 @@ def item_spans(item_cell, n):
             spans[item, 0] = 0
             spans[item, 1] = cell - s_base
     return spans
+
+
+@njit(cache=True)
+def rank_sides(sides, source_offsets, tm, terminals, estimates, sparse_static, w_tm, w_wp, w_pp, w_lm_ln10,
+               table_limit, tgt_syms, tgt_off, lm_of_target, start, end, ready, rules, static, kept_tgt_off,
+               kept_tgt, kept_lm_tgt, n_rules, n_symbols):
+    """Rank the rules of each source side of ``sides`` (not ranked yet) by Moses' future score, best first,
+    ties to the earlier rule, keep the first ``table_limit`` (0: all) and append them to the kept arrays:
+    each rule's grammar row, weighted static score (``sparse_static`` added when not empty) and target side
+    in target ids and LM ids (``kept_tgt_off``).  Side ``s`` gets rows ``start[s]:end[s]``.  The scores are
+    :func:`minismt.extract.hiero_export.static_scores` and ``future_scores``, term for term in their order.
+    Returns the grown arrays and the new counts of rules and target symbols."""
+    for k in range(sides.shape[0]):
+        side = sides[k]
+        lo, hi = source_offsets[side], source_offsets[side + 1]
+        m = hi - lo
+        own = np.empty(m)
+        negative_future = np.empty(m)
+        for i in range(m):
+            r = lo + i
+            score = (tm[r, 0] * w_tm[0] + tm[r, 1] * w_tm[1] + tm[r, 2] * w_tm[2] + tm[r, 3] * w_tm[3]
+                     - w_wp * terminals[r] + w_pp)
+            negative_future[i] = -(score + w_lm_ln10 * estimates[r])
+            if sparse_static.shape[0] > 0:
+                score = score + sparse_static[r]
+            own[i] = score
+        order = np.argsort(negative_future, kind="mergesort")     # stable: ties to the earlier rule
+        keep = m if table_limit == 0 else min(m, table_limit)
+        rules = grow(rules, n_rules + keep)
+        static = grow(static, n_rules + keep)
+        kept_tgt_off = grow(kept_tgt_off, n_rules + keep + 1)
+        start[side] = n_rules
+        for j in range(keep):
+            r = lo + order[j]
+            rules[n_rules] = r
+            static[n_rules] = own[order[j]]
+            length = tgt_off[r + 1] - tgt_off[r]
+            kept_tgt = grow(kept_tgt, n_symbols + length)
+            kept_lm_tgt = grow(kept_lm_tgt, n_symbols + length)
+            for p in range(length):
+                symbol = tgt_syms[tgt_off[r] + p]
+                kept_tgt[n_symbols + p] = symbol
+                kept_lm_tgt[n_symbols + p] = lm_of_target[symbol] if symbol >= 0 else symbol
+            n_symbols += length
+            n_rules += 1
+            kept_tgt_off[n_rules] = n_symbols
+        end[side] = n_rules
+        ready[side] = True
+    return rules, static, kept_tgt_off, kept_tgt, kept_lm_tgt, n_rules, n_symbols

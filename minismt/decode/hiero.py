@@ -29,6 +29,7 @@ Viterbi derivation is the 1-best, with the same score.
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
@@ -43,7 +44,7 @@ from minismt.decode.sparse import split_weights
 from minismt.errors import InputError
 from minismt.extract import _grammar_kernels
 from minismt.extract.hiero import DEFAULT_HIERO_OPTIONS
-from minismt.extract.hiero_export import DEFAULT_TABLE_LIMIT, GLUE_SCORE, future_parts, future_scores
+from minismt.extract.hiero_export import DEFAULT_TABLE_LIMIT, GLUE_SCORE, future_parts
 from minismt.extract.hiero_features import rule_features
 from minismt.extract.hiero_grammar import HieroGrammar
 from minismt.extract.hiero_table import side_hashes
@@ -113,6 +114,28 @@ class _Applications:
         return self.n_cells, self.cell_order, self.app_cell, self.app_child, self.app_lo, self.app_hi
 
 
+class _KeptRules:
+    """The rules a decoder has ranked, per source side: side ``s``'s kept rules (best first) are rows
+    ``start[s]:end[s]`` of growing arrays of their grammar rule, weighted static score and target side
+    (target ids and LM ids, cut by ``tgt_off``); ``ready[s]`` once side ``s`` is ranked
+    (:func:`_hiero_chart.rank_sides`)."""
+
+    def __init__(self, n_sources: int):
+        self.ready = np.zeros(n_sources, dtype=np.bool_)
+        self.start = np.zeros(n_sources, dtype=np.int64)
+        self.end = np.zeros(n_sources, dtype=np.int64)
+        self.n_rules = self.n_symbols = 0
+        self.rules = np.zeros(0, dtype=np.int64)
+        self.static = np.zeros(0)
+        self.tgt_off = np.zeros(1, dtype=np.int64)
+        self.tgt = np.zeros(0, dtype=np.int32)
+        self.lm_tgt = np.zeros(0, dtype=np.int32)
+
+    def arrays(self) -> tuple:
+        """What :func:`_hiero_chart.applications` reads of the ranked rules."""
+        return (self.start, self.end, self.rules, self.tgt, self.lm_tgt, self.tgt_off, self.static)
+
+
 class HieroDecoder:
     """Decodes sentences with a :class:`HieroGrammar` (the rules of their input set), an LM and
     weights (``{name: value}`` over :data:`FEATURE_NAMES`; missing names take the default)."""
@@ -146,11 +169,11 @@ class HieroDecoder:
         if key not in grammar.cache:
             grammar.cache[key] = lm.vocab_map(grammar.tgt_vocab).astype(np.int64)
         self._lm_of_target = grammar.cache[key]
-        self._tm, self._words, _ = future_parts(grammar, lm)   # computed once per grammar and LM
-        static = self._tm @ self.weights[TM0:TM0 + 4] - self.weights[WP] * self._words + self.weights[PP]
+        self._tm, self._words, self._estimates = future_parts(grammar, lm)   # once per grammar and LM
         # sparse rule features: every rule's, as space ids; their weighted sum joins the rule's score
         self._sparse = None
         self._sparse_weights = np.zeros(0)
+        self._sparse_static = np.zeros(0)
         if self.sparse_features:
             key = ("rule features", self.sparse_features)    # the same for every weights
             if key not in grammar.cache:
@@ -164,38 +187,35 @@ class HieroDecoder:
                 if name in self.space:
                     self._sparse_weights[self.space.index(name)] = value
             rows = np.repeat(np.arange(len(table)), np.diff(found.offsets))
-            static = static + np.bincount(
+            self._sparse_static = np.bincount(
                 rows, weights=found.values * self._sparse_weights[ids[found.ids]], minlength=len(table))
-        # per source side, the rules kept by the table limit, best future score first
         if table_limit and table_limit < 0:
             raise InputError(f"table limit {table_limit}", expected="an integer >= 0")
-        future = future_scores(grammar, dict(zip(FEATURE_NAMES, self.weights)), lm)
-        # one sort: by source side, best future score first, ties to the earlier rule; Moses' table limit keeps
-        # each side's first ``table_limit`` (limit_rows' choice, here already in the order the chart reads)
-        if "rule sources" not in grammar.cache:
-            grammar.cache["rule sources"] = np.repeat(np.arange(grammar.n_sources, dtype=np.int64),
-                                                      np.diff(grammar.source_offsets))
-        source = grammar.cache["rule sources"]
-        rules = np.arange(len(table), dtype=np.int64)
-        order = np.lexsort((rules, -future, source))
-        if table_limit:
-            order = order[rules - grammar.source_offsets[:-1][source[order]] < table_limit]
-        self._source_rules = order
-        self._source_rule_off = np.zeros(grammar.n_sources + 1, dtype=np.int64)
-        np.cumsum(np.bincount(source[order], minlength=grammar.n_sources), out=self._source_rule_off[1:])
-        # the kept rules' target sides (target ids and LM ids) and scores in that order, so that the
-        # rules of a sentence's source sides are read as runs, not one by one across the table
-        kept_tgt, self._kept_tgt_off = take_ranges(table.tgt_syms, table.tgt_off, self._source_rules)
-        self._kept_tgt = kept_tgt.astype(np.int32)
-        self._kept_lm_tgt = np.where(kept_tgt >= 0, self._lm_of_target[np.maximum(kept_tgt, 0)],
-                                     kept_tgt).astype(np.int32)
-        self._kept_static = static[self._source_rules]
+        # per source side, the rules kept by the table limit, best future score first: prepared for a side the
+        # first time a sentence matches it (an online tuner's decoder for one mini-batch prepares that batch's)
+        self._kept = _KeptRules(grammar.n_sources)
         if "source side index" not in grammar.cache:   # the same for every weights
             first = grammar.source_offsets[:-1]
             hashes = side_hashes(*take_ranges(table.src_syms, table.src_off, first)) if grammar.n_sources \
                 else np.zeros(0, dtype=np.uint64)
             grammar.cache["source side index"] = hash_index(hashes)
         self._source_index = grammar.cache["source side index"]
+
+    def _prepare(self, sides: np.ndarray) -> None:
+        """Rank the rules of the source sides ``sides`` not ranked yet with these weights (Moses' table limit
+        keeps each side's ``table_limit`` best by future score), so the chart reads a side's rules as one run."""
+        kept = self._kept
+        sides = sides[~kept.ready[sides]]
+        if sides.shape[0] == 0:
+            return
+        w = self.weights
+        (kept.rules, kept.static, kept.tgt_off, kept.tgt, kept.lm_tgt, kept.n_rules,
+         kept.n_symbols) = _hiero_chart.rank_sides(
+            np.unique(sides), self.grammar.source_offsets, self._tm, self._words, self._estimates,
+            self._sparse_static, w[TM0:TM0 + 4].copy(), float(w[WP]), float(w[PP]), float(w[LM]) * math.log(10.0),
+            int(self.table_limit or 0), self.grammar.table.tgt_syms, self.grammar.table.tgt_off, self._lm_of_target,
+            kept.start, kept.end, kept.ready, kept.rules, kept.static, kept.tgt_off, kept.tgt, kept.lm_tgt,
+            kept.n_rules, kept.n_symbols)
 
     # ---- one sentence --------------------------------------------------------------------------
     def decode(self, words: Sequence[str] | str) -> HieroResult:
@@ -254,6 +274,7 @@ class HieroDecoder:
         sources = hash_find(self._source_index, matches[:count])
         found = sources >= 0
         sources, spans = sources[found], spans[:count][found].astype(np.int64)
+        self._prepare(sources)
         # the special rules: unknown-word copies of the positions no one-word rule covers, then
         # <s>, glue and </s>; each (LM target, match target, template, {feature: value})
         one_word = (spans[:, 1] - spans[:, 0] == 1) & (spans[:, 2] < 0)
@@ -278,8 +299,7 @@ class HieroDecoder:
         np.cumsum([len(tmpl) for _, _, tmpl, _ in specials], out=special_tmpl_off[1:])
         (n_cells, cell_order, app_cell, app_child, app_lo, app_hi, lm_tgt, match_tgt, tgt_off, static,
          local_global) = _hiero_chart.applications(
-            n, self.max_span, sources, spans, self._source_rule_off, self._source_rules, self._kept_tgt,
-            self._kept_lm_tgt, self._kept_tgt_off, self._kept_static, uncovered,
+            n, self.max_span, sources, spans, *self._kept.arrays(), uncovered,
             np.array([x for _, m, _, _ in specials for x in m], dtype=np.int64),
             np.array([x for lm, _, _, _ in specials for x in lm], dtype=np.int64), special_off,
             np.array([sum(self.weights[k] * v for k, v in features.items()) for _, _, _, features in specials]))
@@ -379,9 +399,10 @@ def _on_demand_path(model_dir, manifest: dict, name: str) -> str:
     return os.path.join(model_dir, store, "grammars", name + ".npz")
 
 
-def load_model(model_dir, grammar: str) -> tuple[HieroGrammar, LanguageModel, dict]:
+def load_model(model_dir, grammar: str, decoding: bool = False) -> tuple[HieroGrammar, LanguageModel, dict]:
     """The grammar ``grammar`` of a Hiero model folder (built at training time, or on demand by
-    :func:`grammar_for`), its LM and its manifest."""
+    :func:`grammar_for`; ``decoding``: only what the decoder reads, :meth:`HieroGrammar.load`), its LM and its
+    manifest."""
     import os
     from minismt.manifest import load_manifest
     manifest = load_manifest(model_dir, kind="hiero")
@@ -392,5 +413,5 @@ def load_model(model_dir, grammar: str) -> tuple[HieroGrammar, LanguageModel, di
         path = _on_demand_path(model_dir, manifest, grammar)
     else:
         raise InputError(f"no grammar {grammar!r} in the Hiero model", os.path.join(model_dir, "manifest.json"))
-    return (HieroGrammar.load(path),
+    return (HieroGrammar.load(path, decoding=decoding),
             LanguageModel.from_arpa(os.path.join(model_dir, manifest["files"]["lm_arpa"])), manifest)

@@ -63,7 +63,7 @@ TM_WEIGHTS = tuple(f"TranslationModel0_{i}" for i in range(4))
 def feature_values(scores: np.ndarray) -> np.ndarray:
     """Moses' feature values of rule-table scores: ``max(ln p, -100)``."""
     with np.errstate(divide="ignore"):
-        return np.maximum(np.log(scores), LOWEST_SCORE)
+        return np.maximum(np.log(np.asarray(scores, dtype=np.float64)), LOWEST_SCORE)
 
 
 def lm_estimates(grammar: HieroGrammar, lm: LanguageModel, rows: np.ndarray) -> np.ndarray:
@@ -92,16 +92,22 @@ def _weight(weights: Mapping[str, float], name: str) -> float:
 
 def future_scores(grammar: HieroGrammar, weights: Mapping[str, float], lm: LanguageModel,
                   rows: np.ndarray | None = None) -> np.ndarray:
-    """Moses' future score of each rule (all, or ``rows``) under ``weights`` (module docstring). For all rules,
-    the parts no weight changes (the rules' feature values, terminal counts and LM estimates) are computed once
-    per grammar and LM and kept in ``grammar.cache``: a decoder built for every new weight vector (online tuners
-    decode each mini-batch with new weights) then costs a weighted sum."""
-    if rows is None:
-        tm, terminals, estimates = future_parts(grammar, lm)
-    else:
-        tm, terminals, estimates = _future_parts(grammar, lm, np.asarray(rows, dtype=np.int64))
-    return (tm @ np.array([_weight(weights, n) for n in TM_WEIGHTS]) - _weight(weights, "WordPenalty0_0") * terminals
-            + _weight(weights, "PhrasePenalty0_0") + _weight(weights, "LM0_0") * math.log(10.0) * estimates)
+    """Moses' future score of each rule (all, or ``rows``) under ``weights`` (module docstring). The parts no
+    weight changes (the rules' feature values, terminal counts and LM estimates) are computed once per grammar
+    and LM and kept in ``grammar.cache``: a decoder built for every new weight vector (online tuners decode
+    each mini-batch with new weights) then costs a weighted sum over the rules it needs."""
+    tm, terminals, estimates = future_parts(grammar, lm)
+    if rows is not None:
+        tm, terminals, estimates = tm[rows], terminals[rows], estimates[rows]
+    return static_scores(tm, terminals, weights) + _weight(weights, "LM0_0") * math.log(10.0) * estimates
+
+
+def static_scores(tm: np.ndarray, terminals: np.ndarray, weights: Mapping[str, float]) -> np.ndarray:
+    """The weighted non-LM part of rules' scores: their four translation feature values (``R x 4``), word
+    penalty (``terminals``) and phrase penalty; each rule's sum in the same order whichever rules are given."""
+    w = [_weight(weights, name) for name in TM_WEIGHTS]
+    return (tm[:, 0] * w[0] + tm[:, 1] * w[1] + tm[:, 2] * w[2] + tm[:, 3] * w[3]
+            - _weight(weights, "WordPenalty0_0") * terminals + _weight(weights, "PhrasePenalty0_0"))
 
 
 def future_parts(grammar: HieroGrammar, lm: LanguageModel) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -110,16 +116,14 @@ def future_parts(grammar: HieroGrammar, lm: LanguageModel) -> tuple[np.ndarray, 
     alive, never confused with another)."""
     key = ("future score parts", lm)
     if key not in grammar.cache:
-        grammar.cache[key] = _future_parts(grammar, lm, np.arange(len(grammar.table), dtype=np.int64))
+        table = grammar.table
+        rows = np.arange(len(table), dtype=np.int64)
+        terminals = np.add.reduceat((table.tgt_syms >= 0).astype(np.int64), table.tgt_off[:-1]) \
+            if len(table) else np.zeros(0, dtype=np.int64)
+        estimates = np.concatenate([np.zeros(0)] + [lm_estimates(grammar, lm, rows[lo:lo + CHUNK_ROWS])
+                                                    for lo in range(0, rows.shape[0], CHUNK_ROWS)])
+        grammar.cache[key] = (feature_values(table.scores), terminals, estimates)   # chunked: a small peak
     return grammar.cache[key]
-
-
-def _future_parts(grammar: HieroGrammar, lm: LanguageModel, rows: np.ndarray):
-    """The weight-free parts of :func:`future_scores` for ``rows``: feature values, terminal counts, LM estimates."""
-    table = grammar.table
-    terminals = np.add.reduceat((table.tgt_syms >= 0).astype(np.int64), table.tgt_off[:-1])[rows] \
-        if len(table) else np.zeros(0, dtype=np.int64)
-    return feature_values(table.scores[rows]), terminals, lm_estimates(grammar, lm, rows)
 
 
 def table_limit(grammar: HieroGrammar, weights: Mapping[str, float], lm: LanguageModel,

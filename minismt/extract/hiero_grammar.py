@@ -101,6 +101,8 @@ class HieroGrammar:
 
     def write_moses(self, path: str | os.PathLike) -> int:
         """Moses' hierarchical rule table of every rule (gzip for ``.gz``); returns the count."""
+        if self.table.counts.shape[1] != len(COUNT_NAMES):
+            raise ValueError("a grammar loaded for decoding (no counts, no alignments) cannot be written as a table")
         return write_moses_rule_table(self.table, self.src_vocab, self.tgt_vocab, path)
 
     def save(self, path: str | os.PathLike) -> None:
@@ -120,11 +122,19 @@ class HieroGrammar:
             np.savez(out, **arrays)
 
     @classmethod
-    def load(cls, path: str | os.PathLike) -> "HieroGrammar":
-        """Read a grammar written by :meth:`save`; anything else is an :class:`InputError`."""
+    def load(cls, path: str | os.PathLike, decoding: bool = False) -> "HieroGrammar":
+        """Read a grammar written by :meth:`save`; anything else is an :class:`InputError`.
+
+        ``decoding``: only what a decoder reads (no counts, no word alignments; the scores, which are single
+        precision numbers, in single precision): a third less memory, and it cannot be written as a table."""
         try:
             with np.load(path, allow_pickle=False) as data:
-                arrays = {key: data[key] for key in data.files}
+                skip = ("counts", "align") if decoding else ()
+                arrays = {key: data[key] for key in data.files if key not in skip}
+            if decoding:
+                n = arrays["scores"].shape[0]
+                arrays.update(counts=np.zeros((n, 0)), align=np.zeros((0, 2), dtype=np.int16),
+                              align_off=np.zeros(n + 1, dtype=np.int64), scores=arrays["scores"].astype(np.float32))
             if str(arrays.get("format", "")) != FORMAT or int(arrays.get("version", -1)) != VERSION:
                 raise InputError("not a minismt Hiero grammar", path, expected=f"{FORMAT} {VERSION}")
             vocabs = [Vocabulary(array_to_words(arrays[f"{side}_vocab_utf8"],
