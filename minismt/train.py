@@ -8,7 +8,7 @@ The model directory holds every artefact and a ``manifest.json`` that
     MODEL/align/aligned.{forward,reverse,grow-diag-final-and}   Pharaoh alignments
     MODEL/model/phrase-table.gz              Moses text phrase table
     MODEL/model/reordering-table.wbe-msd-bidirectional-fe.gz
-    MODEL/model/phrase-table.npz             the compact form the decoder loads
+    MODEL/model/phrase-table/                the arrays the decoder memory-maps (.npy, with the index)
     MODEL/model/rule-store/                  (--hiero) every scored rule, for any input's grammar
     MODEL/grammars/NAME/                     (--hiero --grammar-for) a grammar built at training time
     MODEL/lm/lm.N.arpa                       interpolated modified Kneser-Ney N-gram LM
@@ -42,6 +42,8 @@ from minismt.manifest import (DEFAULT_WEIGHTS, HIERO_DEFAULT_WEIGHTS, MANIFEST, 
                               MANIFEST_VERSION, MODEL_KINDS, moses_chart_ini, moses_ini)
 from minismt.progress import bar as progress_bar
 
+PHRASE_TABLE = "model/phrase-table"
+"""The phrase table in the folder form the decoder memory-maps (:class:`~minismt.extract.PhraseTable`)."""
 RULE_STORE = "model/rule-store"
 """The model folder's Hiero rule store (:mod:`minismt.extract.hiero_store`)."""
 
@@ -218,7 +220,7 @@ class Trainer:
     def extract(self) -> StepRecord:
         c = self.config
         outputs = ["model/phrase-table.gz", "model/reordering-table.wbe-msd-bidirectional-fe.gz",
-                   "model/phrase-table.npz"]
+                   f"{PHRASE_TABLE}/table.json"]
         key = {"corpus": self._outputs_key("prepare"), "align": self._outputs_key("align"),
                "max_length": c.max_phrase_length, "table_limit": c.table_limit,
                "smoothing": c.reordering_smoothing}
@@ -234,7 +236,7 @@ class Trainer:
             os.makedirs(self.path("model"), exist_ok=True)
             write_moses_phrase_table(table, self.path(outputs[0]))
             write_moses_reordering_table(table, self.path(outputs[1]))
-            table.save(self.path(outputs[2]))
+            table.save(self.path(PHRASE_TABLE))
             return {"phrase_pairs": len(table)}
 
         return self._step("extract", key, outputs, run)
@@ -425,7 +427,7 @@ class Trainer:
         self.manifest["files"] = {
             "train_src": "corpus/train.src", "train_tgt": "corpus/train.tgt",
             "alignment": "align/aligned.grow-diag-final-and",
-            "phrase_table": "model/phrase-table.npz",
+            "phrase_table": PHRASE_TABLE,
             "phrase_table_text": "model/phrase-table.gz",
             "reordering_table_text": "model/reordering-table.wbe-msd-bidirectional-fe.gz",
             "lm_arpa": f"lm/lm.{self.config.lm_order}.arpa",

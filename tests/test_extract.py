@@ -527,10 +527,15 @@ def test_moses_reader_duplicates_and_missing_reordering(tmp_path):
 
 # ---- (d) binary form and lookup -----------------------------------------------------------------
 
-def test_binary_save_load_round_trip_and_lookup(tmp_path):
+@pytest.mark.parametrize("name", ["table.npz", "table"])
+def test_binary_save_load_round_trip_and_lookup(tmp_path, name):
+    """The one-file form and the folder form (memory-mapped, with its saved index) read back the same table."""
     table = trained_table(table_limit=None)
-    table.save(tmp_path / "table.npz")
-    back = PhraseTable.load(tmp_path / "table.npz")
+    table.save(tmp_path / name)
+    back = PhraseTable.load(tmp_path / name)
+    assert isinstance(back.scores.base, np.memmap) == (name == "table")
+    for built, read in zip(table.index, back.index):
+        assert np.array_equal(built, read)
     assert back.src_vocab == table.src_vocab and back.tgt_vocab == table.tgt_vocab
     for name in ("src_words", "src_offsets", "row_offsets", "tgt_words", "tgt_offsets", "scores",
                  "counts", "align_links", "align_offsets", "reordering"):
@@ -557,6 +562,16 @@ def test_lookup_on_the_moses_fixture(tmp_path):
 
 
 def test_load_rejects_other_files(tmp_path):
+    table = trained_table(table_limit=None)
+    (tmp_path / "table.partial").mkdir()             # a killed save's leftover goes; the folder appears whole
+    table.save(tmp_path / "table")
+    assert not (tmp_path / "table.partial").exists()
+    np.save(tmp_path / "table" / "scores.npy", np.zeros((3, 4)))
+    with pytest.raises(InputError, match="wrong size: scores"):
+        PhraseTable.load(tmp_path / "table")
+    (tmp_path / "table" / "table.json").write_text("{}")
+    with pytest.raises(InputError, match="not a phrase table"):
+        PhraseTable.load(tmp_path / "table")
     np.savez(tmp_path / "other.npz", a=np.zeros(3))
     with pytest.raises(InputError, match="not a phrase table"):
         PhraseTable.load(tmp_path / "other.npz")

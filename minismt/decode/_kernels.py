@@ -47,6 +47,7 @@ import numpy as np
 from numba import njit
 
 from minismt._primitives import grow, grow_rows, mix_in, power_of_two
+from minismt.extract._kernels import phrase_hash
 from minismt.lm._kernels import begin_state, score_word
 
 # hypothesis integer columns
@@ -184,30 +185,11 @@ def transition_cache(size: int = TRANSITION_CACHE_SIZE) -> np.ndarray:
 LN10 = math.log(10.0)
 
 
-@njit(cache=True, inline="always")
-def _phrase_hash(h, word):
-    """Hash chain of a source phrase, extended by one word (:func:`source_hashes`)."""
-    return mix_in(h, word + 1)
-
-
-@njit(cache=True)
-def source_hashes(src_words, src_offsets):
-    """The hash of every source phrase of a phrase table (for :func:`span_sources`)."""
-    n = src_offsets.shape[0] - 1
-    out = np.empty(n, np.uint64)
-    for u in range(n):
-        h = np.uint64(0)
-        for i in range(src_offsets[u], src_offsets[u + 1]):
-            h = _phrase_hash(h, src_words[i])
-        out[u] = h
-    return out
-
-
 @njit(cache=True)
 def span_sources(ids, max_len, sorted_hashes, order, src_words, src_offsets, out):
     """``out[s, l-1]`` = the table's source phrase equal to ``ids[s:s+l]``, or -1.
 
-    ``sorted_hashes``/``order``: :func:`source_hashes` sorted, and the phrase of each.
+    ``sorted_hashes``/``order``: :func:`minismt.extract._kernels.source_hashes` sorted, and the phrase of each.
     """
     n = ids.shape[0]
     out[:, :] = -1
@@ -216,7 +198,7 @@ def span_sources(ids, max_len, sorted_hashes, order, src_words, src_offsets, out
         for length in range(1, max_len + 1):
             if s + length > n or ids[s + length - 1] < 0:
                 break
-            h = _phrase_hash(h, ids[s + length - 1])
+            h = phrase_hash(h, ids[s + length - 1])
             pos = np.searchsorted(sorted_hashes, h)
             while pos < sorted_hashes.shape[0] and sorted_hashes[pos] == h:
                 u = order[pos]

@@ -73,9 +73,7 @@ class PhraseModel:
         self.distortion_limit = _integer(distortion_limit, "distortion limit")
         self.path = path
         self.tgt_to_lm = lm.vocab_map(table.tgt_vocab)
-        hashes = _kernels.source_hashes(table.src_words, table.src_offsets)
-        self.source_order = np.argsort(hashes, kind="stable")
-        self.source_hashes = hashes[self.source_order]
+        self.source_hashes, self.source_order = table.index
         self.lm_bounds = np.empty(len(lm.vocab))
         _kernels.word_bounds(lm.tables, self.lm_bounds)
         self.max_phrase_length = int(np.diff(table.src_offsets).max()) if table.n_sources else 1

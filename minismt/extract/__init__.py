@@ -6,8 +6,8 @@ reordering with word-based orientations (Tillmann 2004; Koehn et al. 2005).
     table = train_phrase_table(src, tgt, alignment, src_vocab, tgt_vocab)
     write_moses_phrase_table(table, "model/phrase-table.gz")
     write_moses_reordering_table(table, "model/reordering-table.wbe-msd-bidirectional-fe.gz")
-    table.save("model/phrase-table.npz")           # what the decoder loads
-    rows = PhraseTable.load("model/phrase-table.npz").lookup(src_vocab.encode(["ein", "mann"], grow=False))
+    table.save("model/phrase-table")               # the folder the decoder memory-maps (".npz": one file)
+    rows = PhraseTable.load("model/phrase-table").lookup(src_vocab.encode(["ein", "mann"], grow=False))
 
 A table holds p(f|e), lex(f|e), p(e|f), lex(e|f) per phrase pair (Moses' order); the phrase
 penalty is a decoder feature, not a column, as in modern Moses.

@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from minismt._primitives import GOLDEN, grow, mix64
+from minismt._primitives import GOLDEN, grow, mix64, mix_in
 
 MAX_PHRASE_LENGTH = 8
 
@@ -437,3 +437,23 @@ def mask_links(masks, src_len, tgt_len):
                     links[k, 1] = j
                     k += 1
     return links, offsets
+
+
+@njit(cache=True, inline="always")
+def phrase_hash(h, word):
+    """Hash chain of a source phrase, extended by one word (:func:`source_hashes`; the decoder extends it
+    word by word over a sentence's spans)."""
+    return mix_in(h, word + 1)
+
+
+@njit(cache=True)
+def source_hashes(src_words, src_offsets):
+    """The hash of every source phrase of a phrase table (its index: the decoder's span look-up)."""
+    n = src_offsets.shape[0] - 1
+    out = np.empty(n, np.uint64)
+    for u in range(n):
+        h = np.uint64(0)
+        for i in range(src_offsets[u], src_offsets[u + 1]):
+            h = phrase_hash(h, src_words[i])
+        out[u] = h
+    return out

@@ -24,8 +24,14 @@ reordering           float64[P, 6]  optional: backward mono/swap/disc, forward m
 
 Rows are in Moses' order (source phrase, then target phrase, by the UTF-8 bytes of
 ``"src ||| tgt |||"``), so the source phrases are sorted and ``row_offsets`` is the CSR
-index from a source phrase to all its translations. :meth:`PhraseTable.lookup` finds a
-source phrase through a 64-bit hash index built on load.
+index from a source phrase to all its translations. :meth:`PhraseTable.lookup` and the
+decoder find a source phrase through a 64-bit hash index (:attr:`PhraseTable.index`).
+
+Folder form (what ``minismt train`` writes; :meth:`PhraseTable.save` to a path without ``.npz``):
+the same arrays as ``NAME.npy`` files, with the index (``index_hashes``, sorted, and
+``index_order``, the source phrase of each) and ``table.json`` (format, version).  :meth:`load`
+memory-maps them (copy-on-write): a decoder reads the pages of the phrases its input uses, not
+the whole table, and processes decoding with the same model share those pages.
 
 The table holds the four translation probabilities only, as modern Moses tables do: the
 phrase penalty is a decoder feature (``PhrasePenalty``, constant per phrase pair), not a
@@ -34,7 +40,9 @@ table column.
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import zipfile
 import zlib
 from typing import Sequence
@@ -105,7 +113,8 @@ class PhraseTable:
                  src_offsets: np.ndarray, row_offsets: np.ndarray, tgt_words: np.ndarray,
                  tgt_offsets: np.ndarray, scores: np.ndarray, counts: np.ndarray,
                  align_links: np.ndarray, align_offsets: np.ndarray,
-                 reordering: np.ndarray | None = None):
+                 reordering: np.ndarray | None = None, validate: bool = True,
+                 index: tuple[np.ndarray, np.ndarray] | None = None):
         self.src_vocab = src_vocab
         self.tgt_vocab = tgt_vocab
         self.src_words = np.ascontiguousarray(src_words, dtype=np.int32)
@@ -119,13 +128,19 @@ class PhraseTable:
         self.align_offsets = np.ascontiguousarray(align_offsets, dtype=np.int64)
         self.reordering = None if reordering is None else np.ascontiguousarray(
             reordering, dtype=np.float64)
-        self._check()
-        n_sources = self.n_sources
-        self._index_hash = _kernels.span_hashes(
-            self.src_words, self.src_offsets, np.arange(n_sources, dtype=np.int64),
-            np.zeros(n_sources, dtype=np.int64), np.diff(self.src_offsets))
-        self._index_order = np.argsort(self._index_hash, kind="stable")
-        self._index_hash = self._index_hash[self._index_order]
+        if validate:
+            self._check()
+        self._index = index
+
+    @property
+    def index(self) -> tuple[np.ndarray, np.ndarray]:
+        """The source phrases by hash: the hashes sorted (:func:`~minismt.extract._kernels.source_hashes`)
+        and the source phrase of each (ties in phrase order); built on first use unless loaded."""
+        if self._index is None:
+            hashes = _kernels.source_hashes(self.src_words, self.src_offsets)
+            order = np.argsort(hashes, kind="stable")
+            self._index = (hashes[order], order)
+        return self._index
 
     def _check(self) -> None:
         """Consistency of the arrays (ValueError; readers turn it into InputError)."""
@@ -191,13 +206,11 @@ class PhraseTable:
     def find_source(self, src_word_ids) -> int:
         """Index of the source phrase with these word ids, or -1."""
         query = np.ascontiguousarray(src_word_ids, dtype=np.int32).reshape(-1)
-        n = query.shape[0]
-        key = _kernels.span_hashes(query, np.array([0, n], dtype=np.int64),
-                                   np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64),
-                                   np.array([n], dtype=np.int64))[0]
-        pos = int(np.searchsorted(self._index_hash, key))
-        while pos < self._index_hash.shape[0] and self._index_hash[pos] == key:
-            source = int(self._index_order[pos])
+        key = _kernels.source_hashes(query, np.array([0, query.shape[0]], dtype=np.int64))[0]
+        hashes, order = self.index
+        pos = int(np.searchsorted(hashes, key))
+        while pos < hashes.shape[0] and hashes[pos] == key:
+            source = int(order[pos])
             if np.array_equal(self.source_ids(source), query):
                 return source
             pos += 1
@@ -292,12 +305,10 @@ class PhraseTable:
         return self.take(keep)
 
     # ---- binary form -------------------------------------------------------------------
-    def save(self, path: str | os.PathLike) -> None:
-        """Write the ``.npz`` described in the module docstring (atomically)."""
+    def _arrays(self) -> dict:
         src_utf8, src_vocab_offsets = words_to_array(self.src_vocab.words)
         tgt_utf8, tgt_vocab_offsets = words_to_array(self.tgt_vocab.words)
-        arrays = dict(format=np.array(FORMAT), version=np.array(VERSION, dtype=np.int64),
-                      src_vocab_utf8=src_utf8, src_vocab_offsets=src_vocab_offsets,
+        arrays = dict(src_vocab_utf8=src_utf8, src_vocab_offsets=src_vocab_offsets,
                       tgt_vocab_utf8=tgt_utf8, tgt_vocab_offsets=tgt_vocab_offsets,
                       src_words=self.src_words, src_offsets=self.src_offsets,
                       row_offsets=self.row_offsets, tgt_words=self.tgt_words,
@@ -305,12 +316,37 @@ class PhraseTable:
                       align_links=self.align_links, align_offsets=self.align_offsets)
         if self.reordering is not None:
             arrays["reordering"] = self.reordering
-        with atomic_write(path, compress=False, binary=True) as handle:
-            np.savez(handle, **arrays)
+        return arrays
+
+    def save(self, path: str | os.PathLike) -> None:
+        """Write the table atomically: the ``.npz`` of the module docstring for a path ending in ``.npz``,
+        else the folder form (the arrays as ``.npy`` files with the index, built by the folder's
+        rename into place)."""
+        path = os.path.abspath(os.fspath(path))
+        if path.endswith(".npz"):
+            arrays = dict(format=np.array(FORMAT), version=np.array(VERSION, dtype=np.int64), **self._arrays())
+            with atomic_write(path, compress=False, binary=True) as handle:
+                np.savez(handle, **arrays)
+            return
+        partial = path + ".partial"
+        shutil.rmtree(partial, ignore_errors=True)
+        os.makedirs(partial)
+        hashes, order = self.index
+        for name, array in dict(self._arrays(), index_hashes=hashes, index_order=order).items():
+            np.save(os.path.join(partial, name + ".npy"), array)
+        with atomic_write(os.path.join(partial, "table.json")) as out:
+            json.dump({"format": FORMAT, "version": VERSION, "rows": len(self),
+                       "sources": self.n_sources}, out, indent=2)
+            out.write("\n")
+        shutil.rmtree(path, ignore_errors=True)
+        os.replace(partial, path)
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> "PhraseTable":
-        """Read a table written by :meth:`save`; anything else is an :class:`InputError`."""
+        """Read a table written by :meth:`save` (a folder is memory-mapped; its arrays are checked by
+        their sizes, not read); anything else is an :class:`InputError`."""
+        if os.path.isdir(path):
+            return cls._load_folder(os.fspath(path))
         try:
             with np.load(path, allow_pickle=False) as data:
                 arrays = {k: data[k] for k in data.files}
@@ -320,16 +356,48 @@ class PhraseTable:
             if int(arrays["version"]) != VERSION:
                 raise InputError(f"phrase table format version {int(arrays['version'])}", path,
                                  expected=f"version {VERSION}")
-            src_vocab = Vocabulary(array_to_words(arrays["src_vocab_utf8"], arrays["src_vocab_offsets"]))
-            tgt_vocab = Vocabulary(array_to_words(arrays["tgt_vocab_utf8"], arrays["tgt_vocab_offsets"]))
-            return cls(src_vocab, tgt_vocab, arrays["src_words"], arrays["src_offsets"],
-                       arrays["row_offsets"], arrays["tgt_words"], arrays["tgt_offsets"],
-                       arrays["scores"], arrays["counts"], arrays["align_links"],
-                       arrays["align_offsets"], arrays.get("reordering"))
+            return cls._of(arrays, validate=True)
         except InputError:
             raise
         except (OSError, EOFError, ValueError, KeyError, TypeError, IndexError,
                 UnicodeDecodeError, zipfile.BadZipFile, zlib.error) as err:
+            raise InputError(f"not a phrase table saved by minismt ({type(err).__name__}: {err})",
+                             path) from None
+
+    @classmethod
+    def _of(cls, arrays: dict, validate: bool, index=None) -> "PhraseTable":
+        src_vocab = Vocabulary(array_to_words(arrays["src_vocab_utf8"], arrays["src_vocab_offsets"]))
+        tgt_vocab = Vocabulary(array_to_words(arrays["tgt_vocab_utf8"], arrays["tgt_vocab_offsets"]))
+        return cls(src_vocab, tgt_vocab, arrays["src_words"], arrays["src_offsets"], arrays["row_offsets"],
+                   arrays["tgt_words"], arrays["tgt_offsets"], arrays["scores"], arrays["counts"],
+                   arrays["align_links"], arrays["align_offsets"], arrays.get("reordering"),
+                   validate=validate, index=index)
+
+    @classmethod
+    def _load_folder(cls, path: str) -> "PhraseTable":
+        meta = os.path.join(path, "table.json")
+        try:
+            with open(meta, encoding="utf-8") as handle:
+                info = json.load(handle)
+            if info.get("format") != FORMAT or info.get("version") != VERSION:
+                raise InputError("not a phrase table saved by minismt", meta, expected=f"{FORMAT} {VERSION}")
+            arrays = {name[:-4]: np.load(os.path.join(path, name), mmap_mode="c", allow_pickle=False)
+                      for name in os.listdir(path) if name.endswith(".npy")}
+            rows, sources = int(info["rows"]), int(info["sources"])
+            sizes = {"scores": (rows, 4), "counts": (rows, 3), "row_offsets": (sources + 1,),
+                     "src_offsets": (sources + 1,), "tgt_offsets": (rows + 1,), "align_offsets": (rows + 1,),
+                     "index_hashes": (sources,), "index_order": (sources,)}
+            if "reordering" in arrays:
+                sizes["reordering"] = (rows, 6)
+            wrong = [name for name, shape in sizes.items() if arrays[name].shape != shape]
+            ends = {"src_offsets": "src_words", "tgt_offsets": "tgt_words", "align_offsets": "align_links"}
+            wrong += [name for name, flat in ends.items() if int(arrays[name][-1]) != arrays[flat].shape[0]]
+            if wrong:
+                raise InputError(f"phrase table arrays of the wrong size: {', '.join(wrong)}", path)
+            return cls._of(arrays, validate=False, index=(arrays["index_hashes"], arrays["index_order"]))
+        except InputError:
+            raise
+        except (OSError, ValueError, KeyError, TypeError, IndexError, UnicodeDecodeError) as err:
             raise InputError(f"not a phrase table saved by minismt ({type(err).__name__}: {err})",
                              path) from None
 

@@ -58,7 +58,7 @@ def write_toy_model(folder: str) -> str:
         np.ones((n, 3)), np.zeros((0, 2), dtype=np.int16), np.zeros(n + 1, dtype=np.int64), reordering)
     os.makedirs(os.path.join(folder, "model"), exist_ok=True)
     os.makedirs(os.path.join(folder, "lm"), exist_ok=True)
-    table.save(os.path.join(folder, "model", "phrase-table.npz"))
+    table.save(os.path.join(folder, "model", "phrase-table"))
     unigrams = ["<unk>", "<s>", "</s>"] + tgt_words
     bigrams = [f"{a} {b}" for a in ["<s>"] + tgt_words for b in tgt_words + ["</s>"]]
     lines = ["", "\\data\\", f"ngram 1={len(unigrams)}", f"ngram 2={len(bigrams)}", "", "\\1-grams:"]
@@ -70,7 +70,7 @@ def write_toy_model(folder: str) -> str:
         out.write("\n".join(lines))
     manifest = {"format": MANIFEST_FORMAT, "lm_order": 2, "features": list(DEFAULT_WEIGHTS),
                 "default_weights": dict(DEFAULT_WEIGHTS), "distortion_limit": 6,
-                "files": {"phrase_table": "model/phrase-table.npz", "lm_arpa": "lm/lm.2.arpa"}}
+                "files": {"phrase_table": "model/phrase-table", "lm_arpa": "lm/lm.2.arpa"}}
     with atomic_write(os.path.join(folder, MANIFEST)) as out:
         json.dump(manifest, out, indent=2, sort_keys=True)
     return folder
