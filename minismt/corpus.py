@@ -88,6 +88,21 @@ class Vocabulary:
         return vocab
 
 
+def words_to_array(words: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    """Words as one UTF-8 byte array and the offsets of each (how vocabularies are stored in ``.npy``/``.npz``)."""
+    encoded = [w.encode("utf-8") for w in words]
+    offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
+    np.cumsum([len(b) for b in encoded], out=offsets[1:])
+    return np.frombuffer(b"".join(encoded), dtype=np.uint8).copy(), offsets
+
+
+def array_to_words(data: np.ndarray, offsets: np.ndarray) -> list[str]:
+    """The words :func:`words_to_array` stored."""
+    raw = data.tobytes()
+    bounds = offsets.tolist()
+    return [raw[a:b].decode("utf-8") for a, b in zip(bounds[:-1], bounds[1:])]
+
+
 @dataclass
 class TokenArray:
     """A tokenised text as flat word ids: sentence i is ``ids[offsets[i]:offsets[i+1]]``."""

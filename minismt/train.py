@@ -12,6 +12,7 @@ The model directory holds every artefact and a ``manifest.json`` that
     MODEL/model/rule-store/                  (--hiero) every scored rule, for any input's grammar
     MODEL/grammars/NAME/                     (--hiero --grammar-for) a grammar built at training time
     MODEL/lm/lm.N.arpa                       interpolated modified Kneser-Ney N-gram LM
+    MODEL/lm/lm.N.tables/                    the same LM as the decoder's query tables (memory-mapped)
     MODEL/moses.ini                          the same model for Moses' decoder (absolute paths)
     MODEL/train.log                          what each step did, its time and peak memory
 
@@ -329,6 +330,7 @@ class Trainer:
     def lm(self) -> StepRecord:
         c = self.config
         name = f"lm/lm.{c.lm_order}.arpa"
+        tables = f"lm/lm.{c.lm_order}.tables"    # the same LM as the decoder's query tables, memory-mapped
         text_key = file_sha256(c.lm_text) if c.lm_text else self._outputs_key("prepare")
         key = {"text": text_key, "order": c.lm_order, "lowercase": c.lowercase if c.lm_text else None}
 
@@ -343,9 +345,11 @@ class Trainer:
             model = estimate_kn(lines, order=c.lm_order, progress=c.progress)
             os.makedirs(self.path("lm"), exist_ok=True)
             write_arpa(model, self.path(name))
+            from minismt.lm import LanguageModel
+            LanguageModel.from_arpa(self.path(name)).save(self.path(tables))   # the numbers the ARPA file says
             return {"order": c.lm_order, "lines": len(lines)}
 
-        return self._step("lm", key, [name], run)
+        return self._step("lm", key, [name, f"{tables}/lm.json"], run)
 
     def _outputs_key(self, step: str) -> str:
         """A digest of a finished step's outputs, so later steps redo only when those change."""
@@ -397,6 +401,7 @@ class Trainer:
             "glue_grammar": "model/glue-grammar",
             "rule_store": RULE_STORE,
             "lm_arpa": f"lm/lm.{self.config.lm_order}.arpa",
+            "lm_tables": f"lm/lm.{self.config.lm_order}.tables",
         }
         sizes = self.records["hiero"].info.get("rules", {})
         self.manifest["grammars"] = {
@@ -431,6 +436,7 @@ class Trainer:
             "phrase_table_text": "model/phrase-table.gz",
             "reordering_table_text": "model/reordering-table.wbe-msd-bidirectional-fe.gz",
             "lm_arpa": f"lm/lm.{self.config.lm_order}.arpa",
+            "lm_tables": f"lm/lm.{self.config.lm_order}.tables",
         }
         self.manifest["lm_order"] = self.config.lm_order
         self.manifest["features"] = list(DEFAULT_WEIGHTS)

@@ -561,3 +561,30 @@ def test_only_input_error_escapes_the_reader(fuzz_file, data):
         LanguageModel.from_model(model).score("a b c")
     except InputError:
         pass
+
+
+def test_query_tables_folder_scores_as_the_arpa_file(tmp_path):
+    """LanguageModel.save / load: the folder of query tables (memory-mapped) scores every token as the ARPA
+    file it was built from, bit for bit, unknown words and sentence ends included; bad folders are InputErrors."""
+    rng = np.random.default_rng(7)
+    words = [f"w{k}" for k in range(40)]
+    lines = [" ".join(rng.choice(words, size=int(rng.integers(1, 12)))) for _ in range(400)]
+    write_arpa(estimate_kn(lines[:300], order=4, discount_fallback=True), tmp_path / "lm.arpa")
+    from_arpa = LanguageModel.from_arpa(tmp_path / "lm.arpa")
+    from_arpa.save(tmp_path / "lm.tables")
+    loaded = LanguageModel.load(tmp_path / "lm.tables")
+    assert isinstance(loaded.tables.slots.base, np.memmap) or isinstance(loaded.tables.slots, np.memmap)
+    import numba        # the same numba types as the tables built from ARPA: no second compilation of the kernels
+    assert [numba.typeof(a) for a in loaded.tables[4:]] == [numba.typeof(a) for a in from_arpa.tables[4:]]
+    assert loaded.vocab.words == from_arpa.vocab.words and loaded.order == 4
+    held_out = lines[300:] + ["zzz w1 unseen", ""]
+    for a, b in zip(from_arpa.score_ids(*from_arpa.encode_lines(held_out)),
+                    loaded.score_ids(*loaded.encode_lines(held_out))):
+        assert np.array_equal(a, b)
+    assert LanguageModel.load(tmp_path / "lm.arpa").vocab.words == from_arpa.vocab.words   # a file: ARPA
+    (tmp_path / "lm.tables" / "lm.json").write_text('{"format": "other"}')
+    with pytest.raises(InputError, match="not a minismt LM folder"):
+        LanguageModel.load(tmp_path / "lm.tables")
+    (tmp_path / "lm.tables" / "lm.json").unlink()
+    with pytest.raises(InputError, match="not a minismt LM folder"):
+        LanguageModel.load(tmp_path / "lm.tables")

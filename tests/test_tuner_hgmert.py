@@ -207,7 +207,7 @@ def brute_force_points(data: ForestData, w, d):
     return sorted({dyadic_between(lo, hi) for lo, hi in zip(edges, edges[1:]) if lo < hi}), cuts
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow], print_blob=True)
 @given(forest_data(), int_vectors, int_vectors, st.sampled_from(["none", "exp"]))
 def test_line_search_equals_brute_force_bleu(data, w, d, smooth):
     points, cuts = brute_force_points(data, w, d)

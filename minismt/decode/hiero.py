@@ -414,4 +414,5 @@ def load_model(model_dir, grammar: str, decoding: bool = False) -> tuple[HieroGr
     else:
         raise InputError(f"no grammar {grammar!r} in the Hiero model", os.path.join(model_dir, "manifest.json"))
     return (HieroGrammar.load(path, decoding=decoding),
-            LanguageModel.from_arpa(os.path.join(model_dir, manifest["files"]["lm_arpa"])), manifest)
+            LanguageModel.load(os.path.join(model_dir, manifest["files"].get("lm_tables")
+                                            or manifest["files"]["lm_arpa"])), manifest)

@@ -26,14 +26,13 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from minismt.corpus import Alignment, TokenArray, Vocabulary
+from minismt.corpus import Alignment, TokenArray, Vocabulary, array_to_words, words_to_array
 from minismt.errors import InputError
 from minismt.extract import _grammar_kernels as _gk
 from minismt.extract import _hiero_kernels as _hk
 from minismt.extract.extraction import train_lexical_table
 from minismt.extract.hiero import (DEFAULT_HIERO_OPTIONS, LHS, NONTERMINAL, HieroOptions,
                                    aggregate_rules, extract_hiero, merge_rules)
-from minismt.extract.phrase_table import array_to_words, words_to_array
 from minismt.extract.hiero_table import (COUNT_NAMES, SCORE_NAMES, HieroTable, SideCounts,
                                          rule_hashes, score_rules, side_hashes, target_counts,
                                          write_moses_rule_table)

@@ -37,7 +37,7 @@ from typing import Sequence
 
 import numpy as np
 
-from minismt.corpus import Alignment, TokenArray, Vocabulary
+from minismt.corpus import Alignment, TokenArray, Vocabulary, array_to_words, words_to_array
 from minismt.errors import InputError
 from minismt.extract.extraction import train_lexical_table
 from minismt.extract.hiero import DEFAULT_HIERO_OPTIONS, HieroOptions, HieroRules, merge_rules
@@ -46,7 +46,7 @@ from minismt.extract.hiero_grammar import (DEFAULT_CHUNK_PAIRS, CorpusTotals, Gr
                                            HieroGrammar, check_vocabularies, extract_chunks,
                                            input_patterns, sentence_index, source_sides)
 from minismt.extract.hiero_table import HieroTable, score_rules, side_hashes, side_order
-from minismt.extract.phrase_table import array_to_words, take_ranges, words_to_array
+from minismt.extract.phrase_table import take_ranges
 from minismt.io import atomic_write
 from minismt.progress import bar as progress_bar
 

@@ -45,11 +45,10 @@ import os
 import shutil
 import zipfile
 import zlib
-from typing import Sequence
 
 import numpy as np
 
-from minismt.corpus import Vocabulary
+from minismt.corpus import Vocabulary, array_to_words, words_to_array
 from minismt.errors import InputError
 from minismt.io import atomic_write
 from minismt.extract import _kernels
@@ -89,19 +88,6 @@ def limit_rows(row_offsets: np.ndarray, p_e_given_f: np.ndarray, table_limit: in
     order = np.lexsort((rows, -p_e_given_f, source))
     rank = rows - row_offsets[:-1][source[order]]
     return np.sort(order[rank < table_limit])
-
-
-def words_to_array(words: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
-    encoded = [w.encode("utf-8") for w in words]
-    offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
-    np.cumsum([len(b) for b in encoded], out=offsets[1:])
-    return np.frombuffer(b"".join(encoded), dtype=np.uint8).copy(), offsets
-
-
-def array_to_words(data: np.ndarray, offsets: np.ndarray) -> list[str]:
-    raw = data.tobytes()
-    bounds = offsets.tolist()
-    return [raw[a:b].decode("utf-8") for a, b in zip(bounds[:-1], bounds[1:])]
 
 
 class PhraseTable:

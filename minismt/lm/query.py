@@ -36,19 +36,25 @@ reachable.
 
 from __future__ import annotations
 
+import json
 import math
 import os
+import shutil
 from dataclasses import dataclass, field
 from typing import Iterator, Sequence
 
 import numpy as np
 
 from minismt._primitives import power_of_two
-from minismt.corpus import Vocabulary
+from minismt.corpus import Vocabulary, array_to_words, words_to_array
 from minismt.errors import InputError
+from minismt.io import atomic_write
 from minismt.lm import _kernels as kernels
 from minismt.lm._kernels import LMTables
 from minismt.lm.arpa import BOS_ID, EOS_ID, UNK_ID, ArpaModel, read_arpa
+
+TABLES_FORMAT = "minismt-lm-tables"
+TABLES_VERSION = 1
 
 
 @dataclass(frozen=True)
@@ -107,6 +113,56 @@ class LanguageModel:
     def from_arpa(cls, path: str | os.PathLike) -> "LanguageModel":
         """Load an ARPA file (plain or gzipped); malformed files raise :class:`InputError`."""
         return cls(read_arpa(path))
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> "LanguageModel":
+        """A folder written by :meth:`save` (its tables memory-mapped, copy-on-write: no parsing, and the
+        processes decoding with one model share its pages), else an ARPA file (:meth:`from_arpa`)."""
+        path = os.fspath(path)
+        if not os.path.isdir(path):
+            return cls.from_arpa(path)
+        meta = os.path.join(path, "lm.json")
+        try:
+            with open(meta, encoding="utf-8") as handle:
+                info = json.load(handle)
+            if info.get("format") != TABLES_FORMAT or info.get("version") != TABLES_VERSION:
+                raise InputError("not a minismt LM folder", meta, expected=f"{TABLES_FORMAT} {TABLES_VERSION}")
+            arrays = {name: np.load(os.path.join(path, name + ".npy"), mmap_mode="c", allow_pickle=False)
+                      for name in ("uni_values", "uni_extends", "uni_left", "slots", "vocab_utf8", "vocab_offsets")}
+            words = array_to_words(arrays["vocab_utf8"], arrays["vocab_offsets"])
+            order = int(info["order"])
+            if arrays["uni_values"].shape != (len(words), 2) or arrays["slots"].dtype != kernels.slot_dtype(order):
+                raise InputError("LM arrays of the wrong size or type", path)
+        except InputError:
+            raise
+        except (OSError, ValueError, KeyError, TypeError) as err:
+            raise InputError(f"not a minismt LM folder ({type(err).__name__}: {err})", path) from None
+        lm = cls.__new__(cls)
+        lm.order, lm.vocab = order, Vocabulary(words)
+        lm._index = {w: i for i, w in enumerate(words)}
+        # the record type with its aligned-struct flag, which .npy does not keep (numba types the two apart)
+        slots = arrays["slots"].view(kernels.slot_dtype(order))
+        lm.tables = LMTables(order=order, bos=BOS_ID, eos=EOS_ID, unk=UNK_ID, uni_values=arrays["uni_values"],
+                             uni_extends=arrays["uni_extends"], uni_left=arrays["uni_left"], slots=slots)
+        return lm
+
+    def save(self, path: str | os.PathLike) -> None:
+        """Write the query tables as a folder of ``.npy`` files (built beside ``path``, renamed into place),
+        what :meth:`load` memory-maps."""
+        path = os.path.abspath(os.fspath(path))
+        partial = path + ".partial"
+        shutil.rmtree(partial, ignore_errors=True)
+        os.makedirs(partial)
+        t = self.tables
+        utf8, offsets = words_to_array(self.vocab.words)
+        for name, array in (("uni_values", t.uni_values), ("uni_extends", t.uni_extends), ("uni_left", t.uni_left),
+                            ("slots", t.slots), ("vocab_utf8", utf8), ("vocab_offsets", offsets)):
+            np.save(os.path.join(partial, name + ".npy"), array)
+        with atomic_write(os.path.join(partial, "lm.json")) as out:
+            json.dump({"format": TABLES_FORMAT, "version": TABLES_VERSION, "order": self.order}, out)
+            out.write("\n")
+        shutil.rmtree(path, ignore_errors=True)
+        os.replace(partial, path)
 
     @classmethod
     def from_model(cls, model: ArpaModel) -> "LanguageModel":
