@@ -214,7 +214,11 @@ def test_line_search_equals_brute_force_bleu(data, w, d, smooth):
     values = [data.bleu(w + x * d, smooth=smooth) for x in points]
     bleu, lo, hi = best_interval(data, w, d, smooth=smooth)
     assert bleu == max(values)
-    assert data.bleu(w + dyadic_between(lo, hi) * d, smooth=smooth) == bleu
+    # at every point of the interval but its inner breakpoints (adjacent pieces with equal statistics are one
+    # interval, as cdec's and Moses' MERT make them; at such a point the model-best is a tie that Viterbi may
+    # break towards a third derivation: w = 0 with every line through one point does it)
+    inside = [x for x in points if lo < x < hi]
+    assert inside and all(data.bleu(w + x * d, smooth=smooth) == bleu for x in inside)
     # the swept error surface at every test point (lower == upper: the interval holding x)
     for x, value in zip(points, values):
         assert best_interval(data, w, d, lower=x, upper=x, smooth=smooth)[0] == value

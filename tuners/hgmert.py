@@ -112,7 +112,9 @@ def best_interval(data: ForestData, w, direction, lower: float = -np.inf, upper:
 
     Exact over every derivation of the forests; of equally good intervals the
     one nearest to ``prefer`` (then the leftmost), as n-best MERT's
-    :func:`tuners.mert.line_search`.
+    :func:`tuners.mert.line_search`. As in cdec's and Moses' MERT, envelope pieces
+    with equal BLEU statistics are one interval: at their common breakpoint the
+    model-best is a tie, which the decoder may break towards a third derivation.
     """
     forests, w, direction = _line_problem(data, w, direction, smooth, lower, upper)
     _, out = forests.searches(forests.intercepts(w), direction[None, :], SMOOTH[smooth],
