@@ -189,7 +189,7 @@ class RuleStore:
             self.src_vocab, self.tgt_vocab = (
                 Vocabulary(array_to_words(self._array(f"{side}-vocab"), self._array(f"{side}-vocab-offsets")))
                 for side in ("src", "tgt"))
-            self._buckets = [self._bucket(os.path.join(f"bucket-{b:02d}")) for b in range(int(info["buckets"]))]
+            self._buckets = [self._bucket(f"bucket-{b:02d}") for b in range(int(info["buckets"]))]
         except (OSError, ValueError) as err:
             raise InputError(f"unreadable Hiero rule store ({err})", self.path) from None
 
