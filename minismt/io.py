@@ -184,6 +184,61 @@ def atomic_write(path: str | os.PathLike, compress: bool | None = None, binary: 
         raise
 
 
+@contextlib.contextmanager
+def replaced_folder(path: str | os.PathLike):
+    """Build a folder beside ``path`` (``PATH.partial``, a killed build's leftover removed first), yielded,
+    and rename it into place when the block ends without an error (a folder already there is replaced):
+    readers find the old folder, none, or the whole new one, never a partial one."""
+    import shutil
+    path = os.path.abspath(os.fspath(path))
+    partial = path + ".partial"
+    shutil.rmtree(partial, ignore_errors=True)
+    os.makedirs(partial)
+    yield partial
+    shutil.rmtree(path, ignore_errors=True)
+    os.replace(partial, path)
+
+
+def save_arrays(folder: str | os.PathLike, arrays: dict) -> None:
+    """Each array as ``folder/NAME.npy`` (what :func:`load_arrays` memory-maps)."""
+    import numpy as np
+    for name, array in arrays.items():
+        np.save(os.path.join(folder, name + ".npy"), array)
+
+
+def load_arrays(folder: str | os.PathLike, names, mmap_mode: str | None = "c") -> dict:
+    """The arrays :func:`save_arrays` wrote, by name, memory-mapped (``"c"``: copy-on-write, so numba types
+    them as ordinary writable arrays and the file is never written; ``"r"``: read-only; None: read)."""
+    import numpy as np
+    return {name: np.load(os.path.join(folder, name + ".npy"), mmap_mode=mmap_mode, allow_pickle=False)
+            for name in names}
+
+
+def write_folder_info(path: str | os.PathLike, info: dict) -> None:
+    """A folder's JSON description ``path`` (format, version, sizes), written last by its builder."""
+    with atomic_write(path) as out:
+        json.dump(info, out, indent=2, sort_keys=True)
+        out.write("\n")
+
+
+def read_folder_info(path: str | os.PathLike, fmt: str, version: int, what: str, missing: str | None = None,
+                     unreadable: str | None = None, expected: str | None = None) -> dict:
+    """The JSON description ``path`` of a folder of arrays, checked to be ``fmt`` ``version``; an InputError
+    otherwise: ``missing`` (default ``"not a WHAT"``) when the file is absent, ``unreadable`` (default
+    ``"unreadable WHAT"``) when it is not JSON, ``"not a WHAT"`` when it describes something else."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            info = json.load(handle)
+    except FileNotFoundError:
+        raise InputError(missing or f"not a {what}", os.path.dirname(os.fspath(path)),
+                         expected=expected) from None
+    except (OSError, ValueError) as err:
+        raise InputError(f"{unreadable or 'unreadable ' + what} ({err})", path) from None
+    if not isinstance(info, dict) or info.get("format") != fmt or info.get("version") != version:
+        raise InputError(f"not a {what}", path, expected=f"{fmt} {version}")
+    return info
+
+
 class _UnclosingText(io.TextIOWrapper):
     """A UTF-8 text layer that flushes but does not close the stream below it."""
 

@@ -44,7 +44,7 @@ from minismt.decode.sparse import split_weights
 from minismt.errors import InputError
 from minismt.extract import _grammar_kernels
 from minismt.extract.hiero import DEFAULT_HIERO_OPTIONS
-from minismt.extract.hiero_export import DEFAULT_TABLE_LIMIT, GLUE_SCORE, future_parts
+from minismt.extract.hiero_export import DEFAULT_TABLE_LIMIT, GLUE_SCORE, future_parts, target_lm_ids
 from minismt.extract.hiero_features import rule_features
 from minismt.extract.hiero_grammar import HieroGrammar
 from minismt.extract.hiero_table import side_hashes
@@ -165,10 +165,7 @@ class HieroDecoder:
                              expected="one of " + " ".join(FEATURE_NAMES) + " or a sparse rule feature")
         self.weights = np.array([float(dict(HIERO_DEFAULT_WEIGHTS, **dense)[n]) for n in FEATURE_NAMES])
         table = grammar.table
-        key = ("lm ids of the target words", lm)
-        if key not in grammar.cache:
-            grammar.cache[key] = lm.vocab_map(grammar.tgt_vocab).astype(np.int64)
-        self._lm_of_target = grammar.cache[key]
+        self._lm_of_target = target_lm_ids(grammar, lm)
         self._tm, self._words, self._estimates = future_parts(grammar, lm)   # once per grammar and LM
         # sparse rule features: every rule's, as space ids; their weighted sum joins the rule's score
         self._sparse = None
@@ -368,7 +365,7 @@ def grammar_for(model_dir, sentences: Sequence[str], path=None, log=None) -> str
             return name
     name = ON_DEMAND_PREFIX + hashlib.sha256("\n".join(lines).encode("utf-8")).hexdigest()[:32]
     cached = _on_demand_path(model_dir, manifest, name)
-    if not os.path.exists(cached):
+    if cached is None or not os.path.exists(cached):
         store = _rule_store(model_dir, manifest)
         started = time.perf_counter()
         if log is not None:
@@ -393,10 +390,11 @@ def _rule_store(model_dir, manifest: dict):
     return RuleStore(os.path.join(model_dir, store))
 
 
-def _on_demand_path(model_dir, manifest: dict, name: str) -> str:
+def _on_demand_path(model_dir, manifest: dict, name: str) -> str | None:
+    """Where the rule store keeps the grammar ``name`` built on demand; None for a model without a store."""
     import os
-    store = manifest.get("files", {}).get("rule_store") or "model/rule-store"
-    return os.path.join(model_dir, store, "grammars", name + ".npz")
+    store = manifest.get("files", {}).get("rule_store")
+    return None if store is None else os.path.join(model_dir, store, "grammars", name + ".npz")
 
 
 def load_model(model_dir, grammar: str, decoding: bool = False) -> tuple[HieroGrammar, LanguageModel, dict]:
@@ -409,7 +407,7 @@ def load_model(model_dir, grammar: str, decoding: bool = False) -> tuple[HieroGr
     entry = manifest.get("grammars", {}).get(grammar)
     if entry is not None:
         path = os.path.join(model_dir, entry["grammar"])
-    elif grammar.startswith(ON_DEMAND_PREFIX) and os.path.exists(_on_demand_path(model_dir, manifest, grammar)):
+    elif grammar.startswith(ON_DEMAND_PREFIX) and os.path.exists(_on_demand_path(model_dir, manifest, grammar) or ""):
         path = _on_demand_path(model_dir, manifest, grammar)
     else:
         raise InputError(f"no grammar {grammar!r} in the Hiero model", os.path.join(model_dir, "manifest.json"))

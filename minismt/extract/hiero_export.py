@@ -77,11 +77,20 @@ def lm_estimates(grammar: HieroGrammar, lm: LanguageModel, rows: np.ndarray) -> 
     words = np.flatnonzero(word)
     if words.shape[0] == 0:
         return np.zeros(rows.shape[0])
-    lm_ids = lm.vocab_map(grammar.tgt_vocab)[syms[words]]
+    lm_ids = target_lm_ids(grammar, lm)[syms[words]]
     starts = np.flatnonzero(run_start[words])
     offsets = np.append(starts, words.shape[0]).astype(np.int64)
     logprobs, _ = lm.score_ids(lm_ids, offsets, bos=False, eos=False)
     return np.bincount(rule_of[words], weights=logprobs, minlength=rows.shape[0])
+
+
+def target_lm_ids(grammar: HieroGrammar, lm: LanguageModel) -> np.ndarray:
+    """The LM id of every target word of the grammar (``<unk>`` for the LM's unknown words), computed once per
+    grammar and LM and kept in ``grammar.cache``."""
+    key = ("lm ids of the target words", lm)
+    if key not in grammar.cache:
+        grammar.cache[key] = lm.vocab_map(grammar.tgt_vocab).astype(np.int64)
+    return grammar.cache[key]
 
 
 def _weight(weights: Mapping[str, float], name: str) -> float:
@@ -90,15 +99,12 @@ def _weight(weights: Mapping[str, float], name: str) -> float:
     return float(weights[name])
 
 
-def future_scores(grammar: HieroGrammar, weights: Mapping[str, float], lm: LanguageModel,
-                  rows: np.ndarray | None = None) -> np.ndarray:
-    """Moses' future score of each rule (all, or ``rows``) under ``weights`` (module docstring). The parts no
-    weight changes (the rules' feature values, terminal counts and LM estimates) are computed once per grammar
-    and LM and kept in ``grammar.cache``: a decoder built for every new weight vector (online tuners decode
-    each mini-batch with new weights) then costs a weighted sum over the rules it needs."""
+def future_scores(grammar: HieroGrammar, weights: Mapping[str, float], lm: LanguageModel) -> np.ndarray:
+    """Moses' future score of each rule under ``weights`` (module docstring). The parts no weight changes (the
+    rules' feature values, terminal counts and LM estimates, :func:`future_parts`) are computed once per
+    grammar and LM; the decoder ranks a source side's rules with the same sum (:func:`static_scores` plus the
+    weighted LM estimate) in its kernel."""
     tm, terminals, estimates = future_parts(grammar, lm)
-    if rows is not None:
-        tm, terminals, estimates = tm[rows], terminals[rows], estimates[rows]
     return static_scores(tm, terminals, weights) + _weight(weights, "LM0_0") * math.log(10.0) * estimates
 
 

@@ -28,9 +28,7 @@ Layout of a store folder::
 
 from __future__ import annotations
 
-import json
 import os
-import shutil
 import time
 from dataclasses import asdict, dataclass
 from typing import Sequence
@@ -47,7 +45,7 @@ from minismt.extract.hiero_grammar import (DEFAULT_CHUNK_PAIRS, CorpusTotals, Gr
                                            input_patterns, sentence_index, source_sides)
 from minismt.extract.hiero_table import HieroTable, score_rules, side_hashes, side_order
 from minismt.extract.phrase_table import take_ranges
-from minismt.io import atomic_write
+from minismt.io import load_arrays, read_folder_info, replaced_folder, save_arrays, write_folder_info
 from minismt.progress import bar as progress_bar
 
 STORE_FORMAT = "minismt-hiero-rule-store"
@@ -75,9 +73,14 @@ def build_rule_store(src: TokenArray, tgt: TokenArray, alignment: Alignment,
     if chunk_pairs < 1 or buckets < 1:
         raise InputError(f"chunk_pairs {chunk_pairs}, buckets {buckets}", expected="integers >= 1")
     check_vocabularies(src_vocab, tgt_vocab)
-    path = os.path.abspath(os.fspath(path))
-    partial = path + ".partial"
-    shutil.rmtree(partial, ignore_errors=True)
+    with replaced_folder(path) as partial:
+        return _build(partial, src, tgt, alignment, src_vocab, tgt_vocab, options, chunk_pairs, buckets, progress)
+
+
+def _build(partial: str, src: TokenArray, tgt: TokenArray, alignment: Alignment, src_vocab: Vocabulary,
+           tgt_vocab: Vocabulary, options: HieroOptions, chunk_pairs: int, buckets: int,
+           progress: bool) -> GrammarReport:
+    """:func:`build_rule_store` into the folder ``partial``."""
     spill = os.path.join(partial, "spill")
     os.makedirs(spill)
     seconds: dict[str, float] = {}
@@ -120,28 +123,23 @@ def build_rule_store(src: TokenArray, tgt: TokenArray, alignment: Alignment,
         by_hash = np.argsort(side_hash)
         folder = os.path.join(partial, f"bucket-{b:02d}")
         os.makedirs(folder)
-        for name in TABLE_ARRAYS:
-            np.save(os.path.join(folder, name + ".npy"), _compact(getattr(table, name)))
-        np.save(os.path.join(folder, "side_offsets.npy"), side_offsets)
-        np.save(os.path.join(folder, "side_hash.npy"), side_hash[by_hash])
-        np.save(os.path.join(folder, "side_of_hash.npy"), by_hash.astype(np.int64))
+        save_arrays(folder, {**{name: _compact(getattr(table, name)) for name in TABLE_ARRAYS},
+                             "side_offsets": side_offsets, "side_hash": side_hash[by_hash],
+                             "side_of_hash": by_hash.astype(np.int64)})
     os.rmdir(spill)
     seconds["scoring"] = time.perf_counter() - started
 
     for side, vocab in (("src", src_vocab), ("tgt", tgt_vocab)):
         utf8, offsets = words_to_array(vocab.words)
-        np.save(os.path.join(partial, f"{side}-vocab.npy"), utf8)
-        np.save(os.path.join(partial, f"{side}-vocab-offsets.npy"), offsets)
+        save_arrays(partial, {f"{side}-vocab": utf8, f"{side}-vocab-offsets": offsets})
     report.seconds = {k: round(v, 2) for k, v in seconds.items()}
     report.sizes = {"all": report.rules_kept}
-    info = {"format": STORE_FORMAT, "version": STORE_VERSION, "buckets": buckets,
-            "options": asdict(options), "report": report.as_dict()}
-    with atomic_write(os.path.join(partial, "store.json")) as out:
-        json.dump(info, out, indent=2, sort_keys=True)
-        out.write("\n")
-    shutil.rmtree(path, ignore_errors=True)
-    os.replace(partial, path)
+    write_folder_info(os.path.join(partial, "store.json"),
+                      {"format": STORE_FORMAT, "version": STORE_VERSION, "buckets": buckets,
+                       "options": asdict(options), "report": report.as_dict()})
     return report
+
+
 
 
 def _compact(values: np.ndarray) -> np.ndarray:
@@ -171,37 +169,29 @@ class RuleStore:
 
     def __init__(self, path: str | os.PathLike):
         self.path = os.fspath(path)
-        meta = os.path.join(self.path, "store.json")
-        try:
-            with open(meta, encoding="utf-8") as handle:
-                info = json.load(handle)
-        except FileNotFoundError:
-            raise InputError("no Hiero rule store (a model trained by an older minismt?)", self.path,
-                             expected="a model folder written by 'minismt train --hiero'") from None
-        except (OSError, ValueError) as err:
-            raise InputError(f"unreadable Hiero rule store ({err})", meta) from None
-        if info.get("format") != STORE_FORMAT or info.get("version") != STORE_VERSION:
-            raise InputError("not a minismt Hiero rule store", meta,
-                             expected=f"{STORE_FORMAT} {STORE_VERSION}")
+        info = read_folder_info(os.path.join(self.path, "store.json"), STORE_FORMAT, STORE_VERSION,
+                                "minismt Hiero rule store",
+                                missing="no Hiero rule store (a model trained by an older minismt?)",
+                                unreadable="unreadable Hiero rule store",
+                                expected="a model folder written by 'minismt train --hiero'")
         self.info = info
         self.options = HieroOptions(**info["options"])
         try:
+            vocabs = load_arrays(self.path, ("src-vocab", "src-vocab-offsets", "tgt-vocab", "tgt-vocab-offsets"),
+                                 mmap_mode=None)
             self.src_vocab, self.tgt_vocab = (
-                Vocabulary(array_to_words(self._array(f"{side}-vocab"), self._array(f"{side}-vocab-offsets")))
+                Vocabulary(array_to_words(vocabs[f"{side}-vocab"], vocabs[f"{side}-vocab-offsets"]))
                 for side in ("src", "tgt"))
             self._buckets = [self._bucket(f"bucket-{b:02d}") for b in range(int(info["buckets"]))]
         except (OSError, ValueError) as err:
             raise InputError(f"unreadable Hiero rule store ({err})", self.path) from None
 
-    def _array(self, name: str, mmap: bool = False) -> np.ndarray:
-        return np.load(os.path.join(self.path, name + ".npy"), mmap_mode="r" if mmap else None,
-                       allow_pickle=False)
-
     def _bucket(self, folder: str) -> _Bucket:
-        table = HieroTable(*(self._array(os.path.join(folder, name), mmap=True) for name in TABLE_ARRAYS))
-        return _Bucket(table, self._array(os.path.join(folder, "side_offsets")),
-                       self._array(os.path.join(folder, "side_hash")),
-                       self._array(os.path.join(folder, "side_of_hash")))
+        folder = os.path.join(self.path, folder)
+        arrays = load_arrays(folder, TABLE_ARRAYS, mmap_mode="r")
+        index = load_arrays(folder, ("side_offsets", "side_hash", "side_of_hash"), mmap_mode=None)
+        return _Bucket(HieroTable(*(arrays[name] for name in TABLE_ARRAYS)), index["side_offsets"],
+                       index["side_hash"], index["side_of_hash"])
 
     def __len__(self) -> int:
         return sum(len(bucket.table) for bucket in self._buckets)

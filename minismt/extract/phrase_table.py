@@ -40,9 +40,7 @@ table column.
 
 from __future__ import annotations
 
-import json
 import os
-import shutil
 import zipfile
 import zlib
 
@@ -50,7 +48,8 @@ import numpy as np
 
 from minismt.corpus import Vocabulary, array_to_words, words_to_array
 from minismt.errors import InputError
-from minismt.io import atomic_write
+from minismt.io import (atomic_write, load_arrays, read_folder_info, replaced_folder, save_arrays,
+                        write_folder_info)
 from minismt.extract import _kernels
 from minismt.extract.phrases import byte_order_ids, byte_order_ranks, unique_spans
 
@@ -314,18 +313,11 @@ class PhraseTable:
             with atomic_write(path, compress=False, binary=True) as handle:
                 np.savez(handle, **arrays)
             return
-        partial = path + ".partial"
-        shutil.rmtree(partial, ignore_errors=True)
-        os.makedirs(partial)
         hashes, order = self.index
-        for name, array in dict(self._arrays(), index_hashes=hashes, index_order=order).items():
-            np.save(os.path.join(partial, name + ".npy"), array)
-        with atomic_write(os.path.join(partial, "table.json")) as out:
-            json.dump({"format": FORMAT, "version": VERSION, "rows": len(self),
-                       "sources": self.n_sources}, out, indent=2)
-            out.write("\n")
-        shutil.rmtree(path, ignore_errors=True)
-        os.replace(partial, path)
+        with replaced_folder(path) as partial:
+            save_arrays(partial, dict(self._arrays(), index_hashes=hashes, index_order=order))
+            write_folder_info(os.path.join(partial, "table.json"), {"format": FORMAT, "version": VERSION,
+                                                                    "rows": len(self), "sources": self.n_sources})
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> "PhraseTable":
@@ -361,14 +353,9 @@ class PhraseTable:
 
     @classmethod
     def _load_folder(cls, path: str) -> "PhraseTable":
-        meta = os.path.join(path, "table.json")
         try:
-            with open(meta, encoding="utf-8") as handle:
-                info = json.load(handle)
-            if info.get("format") != FORMAT or info.get("version") != VERSION:
-                raise InputError("not a phrase table saved by minismt", meta, expected=f"{FORMAT} {VERSION}")
-            arrays = {name[:-4]: np.load(os.path.join(path, name), mmap_mode="c", allow_pickle=False)
-                      for name in os.listdir(path) if name.endswith(".npy")}
+            info = read_folder_info(os.path.join(path, "table.json"), FORMAT, VERSION, "phrase table saved by minismt")
+            arrays = load_arrays(path, [name[:-4] for name in os.listdir(path) if name.endswith(".npy")])
             rows, sources = int(info["rows"]), int(info["sources"])
             sizes = {"scores": (rows, 4), "counts": (rows, 3), "row_offsets": (sources + 1,),
                      "src_offsets": (sources + 1,), "tgt_offsets": (rows + 1,), "align_offsets": (rows + 1,),

@@ -36,10 +36,8 @@ reachable.
 
 from __future__ import annotations
 
-import json
 import math
 import os
-import shutil
 from dataclasses import dataclass, field
 from typing import Iterator, Sequence
 
@@ -48,7 +46,7 @@ import numpy as np
 from minismt._primitives import power_of_two
 from minismt.corpus import Vocabulary, array_to_words, words_to_array
 from minismt.errors import InputError
-from minismt.io import atomic_write
+from minismt.io import load_arrays, read_folder_info, replaced_folder, save_arrays, write_folder_info
 from minismt.lm import _kernels as kernels
 from minismt.lm._kernels import LMTables
 from minismt.lm.arpa import BOS_ID, EOS_ID, UNK_ID, ArpaModel, read_arpa
@@ -121,14 +119,10 @@ class LanguageModel:
         path = os.fspath(path)
         if not os.path.isdir(path):
             return cls.from_arpa(path)
-        meta = os.path.join(path, "lm.json")
         try:
-            with open(meta, encoding="utf-8") as handle:
-                info = json.load(handle)
-            if info.get("format") != TABLES_FORMAT or info.get("version") != TABLES_VERSION:
-                raise InputError("not a minismt LM folder", meta, expected=f"{TABLES_FORMAT} {TABLES_VERSION}")
-            arrays = {name: np.load(os.path.join(path, name + ".npy"), mmap_mode="c", allow_pickle=False)
-                      for name in ("uni_values", "uni_extends", "uni_left", "slots", "vocab_utf8", "vocab_offsets")}
+            info = read_folder_info(os.path.join(path, "lm.json"), TABLES_FORMAT, TABLES_VERSION, "minismt LM folder")
+            arrays = load_arrays(path, ("uni_values", "uni_extends", "uni_left", "slots", "vocab_utf8",
+                                        "vocab_offsets"))
             words = array_to_words(arrays["vocab_utf8"], arrays["vocab_offsets"])
             order = int(info["order"])
             if arrays["uni_values"].shape != (len(words), 2) or arrays["slots"].dtype != kernels.slot_dtype(order):
@@ -149,20 +143,13 @@ class LanguageModel:
     def save(self, path: str | os.PathLike) -> None:
         """Write the query tables as a folder of ``.npy`` files (built beside ``path``, renamed into place),
         what :meth:`load` memory-maps."""
-        path = os.path.abspath(os.fspath(path))
-        partial = path + ".partial"
-        shutil.rmtree(partial, ignore_errors=True)
-        os.makedirs(partial)
         t = self.tables
         utf8, offsets = words_to_array(self.vocab.words)
-        for name, array in (("uni_values", t.uni_values), ("uni_extends", t.uni_extends), ("uni_left", t.uni_left),
-                            ("slots", t.slots), ("vocab_utf8", utf8), ("vocab_offsets", offsets)):
-            np.save(os.path.join(partial, name + ".npy"), array)
-        with atomic_write(os.path.join(partial, "lm.json")) as out:
-            json.dump({"format": TABLES_FORMAT, "version": TABLES_VERSION, "order": self.order}, out)
-            out.write("\n")
-        shutil.rmtree(path, ignore_errors=True)
-        os.replace(partial, path)
+        with replaced_folder(path) as partial:
+            save_arrays(partial, {"uni_values": t.uni_values, "uni_extends": t.uni_extends, "uni_left": t.uni_left,
+                                  "slots": t.slots, "vocab_utf8": utf8, "vocab_offsets": offsets})
+            write_folder_info(os.path.join(partial, "lm.json"),
+                              {"format": TABLES_FORMAT, "version": TABLES_VERSION, "order": self.order})
 
     @classmethod
     def from_model(cls, model: ArpaModel) -> "LanguageModel":
