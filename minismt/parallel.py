@@ -62,7 +62,8 @@ class DecodeJob:
     hypergraph_writer: Callable | None = None  # writer(result, hypergraph_dir, i); None: DIR/<i>.json.gz
     return_hypergraph: bool = False  # send each search graph back (Hypergraph.to_portable)
     hypergraph_edges: tuple[int, ...] = ()  # with return_hypergraph: sentence i's graph pruned to [i] edges first
-    grammar: str | None = None       # a Hiero model's grammar (the input set's), None for phrase-based
+    grammar: str | None = None       # a Hiero model's grammar (the input set's; decode.hiero.PER_CHUNK: each
+                                     # chunk's own, from the rule store), None for phrase-based
     mbr: str | None = None           # "kbest" or "forest": the 1-best is the MBR / consensus choice (decode.mbr)
     mbr_size: int = 200              # its candidates: the search graph's best distinct translations (Moses' 200)
     mbr_scale: float = 1.0           # p(d) ~ exp(mbr_scale * w . f(d)) (Moses' -mbr-scale)
@@ -231,7 +232,12 @@ def stop_pool(pool: ProcessPoolExecutor, grace: float = 2.0) -> None:
         thread.join()
 
 
-def _decoder(job: DecodeJob):
+def _decoder(job: DecodeJob, sentences: Sequence[str] = ()):
+    """This process's decoder for ``job`` (kept for the next chunk of the same job); with a Hiero job whose
+    grammar is :data:`~minismt.decode.hiero.PER_CHUNK`, a decoder on the grammar of ``sentences``."""
+    from minismt.decode.hiero import PER_CHUNK
+    if job.grammar == PER_CHUNK:
+        return _chunk_decoder(job, sentences)
     key = job.key()
     decoder = _DECODERS.get(key)
     if decoder is None and job.grammar is not None:
@@ -254,16 +260,33 @@ def _decoder(job: DecodeJob):
 
 
 def _hiero_decoder(job: DecodeJob):
-    from minismt.decode.hiero import HieroDecoder, load_model
+    from minismt.decode.hiero import load_model
     model = _MODELS.get((job.model_dir, job.grammar))
     if model is None:
         _MODELS.clear()
         model = _MODELS[(job.model_dir, job.grammar)] = load_model(job.model_dir, job.grammar, decoding=True)
     grammar, lm, _ = model
-    weights = None if job.weights is None else dict(zip(job.names, job.weights.tolist()))
-    settings = job.settings
     if len(_DECODERS) >= 8:
         _DECODERS.pop(next(iter(_DECODERS)))
+    return _hiero_decoder_of(job, grammar, lm)
+
+
+def _chunk_decoder(job: DecodeJob, sentences: Sequence[str]):
+    """A Hiero decoder on the grammar of ``sentences`` alone, read from the model's rule store (memory-mapped,
+    opened once per process with the LM)."""
+    from minismt.decode.hiero import store_and_lm
+    key = (job.model_dir, "rule store")
+    if key not in _MODELS:
+        _MODELS.clear()
+        _MODELS[key] = store_and_lm(job.model_dir)
+    store, lm = _MODELS[key]
+    return _hiero_decoder_of(job, store.grammar(sentences, decoding=True), lm)
+
+
+def _hiero_decoder_of(job: DecodeJob, grammar, lm):
+    from minismt.decode.hiero import HieroDecoder
+    weights = None if job.weights is None else dict(zip(job.names, job.weights.tolist()))
+    settings = job.settings
     return HieroDecoder(grammar, lm, weights, table_limit=settings.table_limit,
                         pop_limit=settings.pop_limit, max_span=settings.max_chart_span,
                         sparse_features=settings.sparse_features)
@@ -271,7 +294,7 @@ def _hiero_decoder(job: DecodeJob):
 
 def decode_chunk(job: DecodeJob, indices: Sequence[int], sentences: Sequence[str]) -> list[SentenceOutput]:
     """Decode some sentences in this process (the unit of work sent to an executor)."""
-    decoder = _decoder(job)
+    decoder = _decoder(job, sentences)
     k, distinct = job.settings.kbest, job.settings.distinct
     outputs = []
     for index, sentence in zip(indices, sentences):
@@ -324,7 +347,7 @@ def force_chunk(job: DecodeJob, indices: Sequence[int], sentences: Sequence[str]
     """Forced decoding of some sentences into their references (the unit sent to an executor): per
     sentence one row, the reference with its best derivation's score and features, or None where the
     reference is not reachable within the search's pruning."""
-    decoder = _decoder(job)
+    decoder = _decoder(job, sentences)
     outputs = []
     for sentence, reference in zip(sentences, references):
         result = decoder.force(sentence, reference)
@@ -396,36 +419,82 @@ def decode_corpus(job: DecodeJob, sentences: Sequence[str], executor: Executor |
 
 
 def decode_stream(job: DecodeJob, lines: Iterable[str], executor: Executor | None = None, jobs: int = 1,
-                  window: int | None = None) -> Iterator[SentenceOutput]:
+                  window: int | None = None, chunk_size: int = 16) -> Iterator[SentenceOutput]:
     """Decode ``lines`` as they come (standard input, a pipe), yielding each sentence's output in input order
     as soon as it and every sentence before it are decoded.
 
-    Here (``jobs <= 1``, no executor) one line is read, decoded and yielded at a time. Otherwise a reader
-    thread submits each line to the executor (the caller's, else a :func:`process_pool` made here) as it is
-    read, at most ``window`` (default ``4 * jobs``) sentences ahead of the one yielded, so a long input is
-    never held in memory and an interactive line is decoded at once. Indices count lines from 0 (a forest
-    written by the job is ``<index>``)."""
-    if executor is None and jobs <= 1:
-        for index, line in enumerate(lines):
-            yield decode_chunk(job, [index], [line])[0]
-        return
-    pool = executor if executor is not None else process_pool(jobs)
-    pending: queue.Queue = queue.Queue(maxsize=max(1, window or 4 * max(jobs, 1)))
+    A reader thread reads the lines as they arrive; each chunk of work is the lines read and not yet taken
+    when it is made, at most ``chunk_size``: a line typed at a terminal is decoded alone and at once, a piped
+    file in full chunks (a Hiero job with the grammar :data:`~minismt.decode.hiero.PER_CHUNK` reads one
+    grammar per chunk). Here (``jobs <= 1``, no executor) a chunk is decoded when the one before it is done;
+    otherwise chunks go to the executor (the caller's, else a :func:`process_pool` made here), at most
+    ``window`` (default ``4 * jobs``) ahead of the one yielded, so a long input is never held in memory.
+    Indices count lines from 0 (a forest written by the job is ``<index>``)."""
     stop = threading.Event()
+    window = max(1, window or 4 * max(jobs, 1))
+    incoming: queue.Queue = queue.Queue(maxsize=window * chunk_size)
     end = object()
+
+    def put(target: queue.Queue, item) -> bool:
+        """Put ``item`` unless told to stop (the consumer left) while ``target`` is full."""
+        while not stop.is_set():
+            try:
+                target.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
 
     def read() -> None:
         try:
-            for index, line in enumerate(lines):
-                if stop.is_set():
+            for item in enumerate(lines):
+                if not put(incoming, item):
                     return
-                pending.put(pool.submit(decode_chunk, job, [index], [line]))
-        except BaseException as error:  # reading failed: the consumer raises it in order
-            pending.put(error)
-        pending.put(end)
+        except BaseException as error:  # reading failed: raised in order, after the lines before it
+            put(incoming, error)
+            return
+        put(incoming, end)
 
-    reader = threading.Thread(target=read, name="decode-stream-reader", daemon=True)
-    reader.start()
+    def chunks() -> Iterator[tuple[list[int], list[str]]]:
+        finished = False
+        while not finished:
+            taken = [incoming.get()]
+            while len(taken) < chunk_size and taken[-1] is not end and not isinstance(taken[-1], BaseException):
+                try:
+                    taken.append(incoming.get_nowait())
+                except queue.Empty:
+                    break
+            last = taken[-1]
+            finished = last is end or isinstance(last, BaseException)
+            if finished:
+                taken.pop()
+            if taken:
+                yield [i for i, _ in taken], [line for _, line in taken]
+            if isinstance(last, BaseException):
+                raise last
+
+    threading.Thread(target=read, name="decode-stream-reader", daemon=True).start()
+    if executor is None and jobs <= 1:
+        try:
+            for indices, chunk in chunks():
+                yield from decode_chunk(job, indices, chunk)
+        finally:
+            stop.set()
+        return
+    pool = executor if executor is not None else process_pool(jobs)
+    pending: queue.Queue = queue.Queue(maxsize=window)
+
+    def submit() -> None:
+        try:
+            for indices, chunk in chunks():
+                if not put(pending, pool.submit(decode_chunk, job, indices, chunk)):
+                    return
+        except BaseException as error:
+            put(pending, error)
+            return
+        put(pending, end)
+
+    threading.Thread(target=submit, name="decode-stream-submitter", daemon=True).start()
     try:
         while True:
             item = pending.get()
@@ -433,16 +502,17 @@ def decode_stream(job: DecodeJob, lines: Iterable[str], executor: Executor | Non
                 break
             if isinstance(item, BaseException):
                 raise item
-            yield item.result()[0]
+            yield from item.result()
     except BaseException:
         stop.set()
-        while not pending.empty():  # let a reader blocked on a full queue see the stop
+        while not pending.empty():  # what was submitted and not taken is cancelled
             item = pending.get_nowait()
             if isinstance(item, Future):
                 item.cancel()
         if executor is None:
             stop_pool(pool)
         raise
+    stop.set()
     if executor is None:
         pool.shutdown()
 

@@ -337,6 +337,10 @@ class HieroDecoder:
 # ---- a trained model folder -------------------------------------------------------------------------
 
 ON_DEMAND_PREFIX = "input-"
+PER_CHUNK = "<each chunk's own, from the rule store>"
+"""A :class:`~minismt.parallel.DecodeJob`'s grammar for a stream of lines (standard input): the process that
+decodes a chunk of lines reads their grammar from the model's rule store (:func:`store_and_lm`), as cdec
+extracts each sentence's grammar, so no line waits for the end of the input."""
 """Names of the grammars built on demand from a model's rule store (the input's token digest follows)."""
 
 
@@ -390,6 +394,21 @@ def _rule_store(model_dir, manifest: dict):
     return RuleStore(os.path.join(model_dir, store))
 
 
+def store_and_lm(model_dir, lm: bool = True):
+    """A Hiero model folder's rule store (memory-mapped) and LM (None unless ``lm``), to read the grammar of
+    any lines (:data:`PER_CHUNK`); a model without a store is an :class:`InputError`."""
+    from minismt.manifest import load_manifest
+    manifest = load_manifest(model_dir, kind="hiero")
+    return _rule_store(model_dir, manifest), _model_lm(model_dir, manifest) if lm else None
+
+
+def _model_lm(model_dir, manifest: dict) -> LanguageModel:
+    """The LM of a model folder: its query tables, or its ARPA file (older models)."""
+    import os
+    return LanguageModel.load(os.path.join(model_dir, manifest["files"].get("lm_tables")
+                                           or manifest["files"]["lm_arpa"]))
+
+
 def _on_demand_path(model_dir, manifest: dict, name: str) -> str | None:
     """Where the rule store keeps the grammar ``name`` built on demand; None for a model without a store."""
     import os
@@ -411,6 +430,4 @@ def load_model(model_dir, grammar: str, decoding: bool = False) -> tuple[HieroGr
         path = _on_demand_path(model_dir, manifest, grammar)
     else:
         raise InputError(f"no grammar {grammar!r} in the Hiero model", os.path.join(model_dir, "manifest.json"))
-    return (HieroGrammar.load(path, decoding=decoding),
-            LanguageModel.load(os.path.join(model_dir, manifest["files"].get("lm_tables")
-                                            or manifest["files"]["lm_arpa"])), manifest)
+    return HieroGrammar.load(path, decoding=decoding), _model_lm(model_dir, manifest), manifest

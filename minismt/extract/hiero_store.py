@@ -28,6 +28,7 @@ Layout of a store folder::
 
 from __future__ import annotations
 
+import mmap
 import os
 import time
 from dataclasses import asdict, dataclass
@@ -43,7 +44,7 @@ from minismt.extract.hiero_grammar import (DEFAULT_CHUNK_PAIRS, CorpusTotals, Gr
                                            concatenated_ranges,
                                            HieroGrammar, check_vocabularies, extract_chunks,
                                            input_patterns, sentence_index, source_sides)
-from minismt.extract.hiero_table import HieroTable, score_rules, side_hashes, side_order
+from minismt.extract.hiero_table import HieroTable, score_rules, side_hashes, side_order, symbol_ranks
 from minismt.extract.phrase_table import take_ranges
 from minismt.io import load_arrays, read_folder_info, replaced_folder, save_arrays, write_folder_info
 from minismt.progress import bar as progress_bar
@@ -161,6 +162,7 @@ class _Bucket:
     side_offsets: np.ndarray
     side_hash: np.ndarray
     side_of_hash: np.ndarray
+    maps: list  # the memory maps of the table's arrays (np.memmap's own), to release what was read
 
 
 class RuleStore:
@@ -182,16 +184,19 @@ class RuleStore:
             self.src_vocab, self.tgt_vocab = (
                 Vocabulary(array_to_words(vocabs[f"{side}-vocab"], vocabs[f"{side}-vocab-offsets"]))
                 for side in ("src", "tgt"))
+            self._source_ranks: tuple | None = None   # side_order's ranks of the source words, once
             self._buckets = [self._bucket(f"bucket-{b:02d}") for b in range(int(info["buckets"]))]
         except (OSError, ValueError) as err:
             raise InputError(f"unreadable Hiero rule store ({err})", self.path) from None
 
     def _bucket(self, folder: str) -> _Bucket:
         folder = os.path.join(self.path, folder)
-        arrays = load_arrays(folder, TABLE_ARRAYS, mmap_mode="r")
+        maps = load_arrays(folder, TABLE_ARRAYS, mmap_mode="r")
+        arrays = {name: np.asarray(m) for name, m in maps.items()}  # plain views: no np.memmap per-slice cost
         index = load_arrays(folder, ("side_offsets", "side_hash", "side_of_hash"), mmap_mode=None)
         return _Bucket(HieroTable(*(arrays[name] for name in TABLE_ARRAYS)), index["side_offsets"],
-                       index["side_hash"], index["side_of_hash"])
+                       index["side_hash"], index["side_of_hash"],
+                       [m._mmap for m in maps.values() if getattr(m, "_mmap", None) is not None])
 
     def __len__(self) -> int:
         return sum(len(bucket.table) for bucket in self._buckets)
@@ -200,9 +205,11 @@ class RuleStore:
         """Each bucket's scored rules (memory-mapped :class:`HieroTable`, Moses' order within it)."""
         return (bucket.table for bucket in self._buckets)
 
-    def grammar(self, lines: Sequence[str]) -> HieroGrammar:
+    def grammar(self, lines: Sequence[str], decoding: bool = False) -> HieroGrammar:
         """The grammar of the tokenised ``lines``: every rule whose source side matches one of them
-        (Moses' ``filter-rule-table hierarchical``), in Moses' order, with each sentence's sides."""
+        (Moses' ``filter-rule-table hierarchical``), in Moses' order, with each sentence's sides.
+        ``decoding``: only what a decoder reads, as :meth:`HieroGrammar.load` reads it (no counts, no word
+        alignments, the scores in single precision, as stored)."""
         sent, hashes = input_patterns(lines, self.src_vocab, self.options)
         bucket_of = _bucket_of(hashes, len(self._buckets))
         pieces, matches = [], []
@@ -216,15 +223,18 @@ class RuleStore:
             sides = bucket.side_of_hash[pos[found]]
             used, local = np.unique(sides, return_inverse=True)
             rows = concatenated_ranges(bucket.side_offsets[used], bucket.side_offsets[used + 1])
-            pieces.append((bucket.table, rows, np.diff(bucket.side_offsets)[used]))
+            pieces.append((_take(bucket.table, rows, decoding), np.diff(bucket.side_offsets)[used]))
+            self._release(bucket)
             matches.append((sent[mine][found], n_sides + local.reshape(-1)))
             n_sides += used.shape[0]
-        table, side_lengths = _gather(pieces)
+        table, side_lengths = _gather(pieces, decoding)
         # Moses' order across buckets: the sides sorted by their text (within a side, a bucket's order)
         starts = np.zeros(n_sides + 1, dtype=np.int64)
         np.cumsum(side_lengths, out=starts[1:])
         firsts_syms, firsts_off = take_ranges(table.src_syms, table.src_off, starts[:-1])
-        order = side_order(firsts_syms, firsts_off, self.src_vocab)
+        if self._source_ranks is None:
+            self._source_ranks = symbol_ranks(self.src_vocab)
+        order = side_order(firsts_syms, firsts_off, self.src_vocab, self._source_ranks)
         new_id = np.empty(n_sides, dtype=np.int64)
         new_id[order] = np.arange(n_sides)
         table = table.take(concatenated_ranges(starts[order], starts[order + 1]))
@@ -236,15 +246,38 @@ class RuleStore:
         return HieroGrammar(table, self.src_vocab, self.tgt_vocab, source_offsets, offsets,
                             sentence_sources.astype(np.int32))
 
+    @staticmethod
+    def _release(bucket: _Bucket) -> None:
+        """Give the pages of a bucket this process read back to the OS (they stay in its page cache, so the
+        next grammar reads them again cheaply): the kernel maps 64 KB around each page read, so the rules of
+        a few hundred scattered sides would otherwise put the whole bucket in the process' resident memory,
+        and one grammar of 16 sentences the whole store (0.75 GB on Multi30k)."""
+        if hasattr(mmap, "MADV_DONTNEED"):
+            for mapped in bucket.maps:
+                mapped.madvise(mmap.MADV_DONTNEED)
 
-def _gather(pieces) -> tuple[HieroTable, np.ndarray]:
-    """The rows of several (memory-mapped) tables as one table, and the concatenated side lengths."""
-    taken = [table.take(rows) for table, rows, _ in pieces]
+
+def _take(table: HieroTable, rows: np.ndarray, decoding: bool) -> HieroTable:
+    """``table.take(rows)``; ``decoding``: without counts and word alignments, the scores as stored."""
+    if not decoding:
+        return table.take(rows)
+    src, src_off = take_ranges(table.src_syms, table.src_off, rows)
+    tgt, tgt_off = take_ranges(table.tgt_syms, table.tgt_off, rows)
+    return HieroTable(src, src_off, tgt, tgt_off, np.zeros((0, 2), dtype=np.int16),
+                      np.zeros(rows.shape[0] + 1, dtype=np.int64), table.scores[rows], np.zeros((rows.shape[0], 0)))
+
+
+def _gather(pieces, decoding: bool) -> tuple[HieroTable, np.ndarray]:
+    """Several tables (each with its side lengths) as one table, and the concatenated side lengths; the
+    scores and counts in double precision, or as stored when ``decoding``."""
+    precision = np.float32 if decoding else np.float64
+    taken = [table for table, _ in pieces]
     if not taken:
         return HieroTable(np.zeros(0, dtype=np.int32), np.zeros(1, dtype=np.int64),
                           np.zeros(0, dtype=np.int32), np.zeros(1, dtype=np.int64),
                           np.zeros((0, 2), dtype=np.int16), np.zeros(1, dtype=np.int64),
-                          np.zeros((0, 4)), np.zeros((0, 3))), np.zeros(0, dtype=np.int64)
+                          np.zeros((0, 4), dtype=precision),
+                          np.zeros((0, 0 if decoding else 3), dtype=precision)), np.zeros(0, dtype=np.int64)
     arrays = []
     for values, offsets in (("src_syms", "src_off"), ("tgt_syms", "tgt_off"), ("align", "align_off")):
         flat = np.concatenate([getattr(t, values) for t in taken])
@@ -252,9 +285,9 @@ def _gather(pieces) -> tuple[HieroTable, np.ndarray]:
         off = np.zeros(lengths.shape[0] + 1, dtype=np.int64)
         np.cumsum(lengths, out=off[1:])
         arrays += [flat, off]
-    return (HieroTable(*arrays, np.concatenate([t.scores for t in taken]).astype(np.float64),
-                       np.concatenate([t.counts for t in taken]).astype(np.float64)),
-            np.concatenate([lengths for _, _, lengths in pieces]))
+    return (HieroTable(*arrays, np.concatenate([t.scores for t in taken]).astype(precision),
+                       np.concatenate([t.counts for t in taken]).astype(precision)),
+            np.concatenate([lengths for _, lengths in pieces]))
 
 
 __all__ = ["DEFAULT_BUCKETS", "RuleStore", "build_rule_store"]

@@ -150,15 +150,21 @@ def _moses_order(src_syms, src_off, tgt_syms, tgt_off, src_vocab: Vocabulary,
                       + _side_keys(src_syms, src_off, src_vocab))
 
 
-def side_order(syms: np.ndarray, off: np.ndarray, vocab: Vocabulary) -> np.ndarray:
+def side_order(syms: np.ndarray, off: np.ndarray, vocab: Vocabulary, ranks: tuple | None = None) -> np.ndarray:
     """The order of rule sides by the UTF-8 bytes of ``"side [X] |||"`` (Moses' order of source
-    sides), ties by position."""
-    return np.lexsort([np.arange(off.shape[0] - 1)] + _side_keys(syms, off, vocab))
+    sides), ties by position; ``ranks``: :func:`symbol_ranks` of ``vocab``, when the caller keeps them."""
+    return np.lexsort([np.arange(off.shape[0] - 1)] + _side_keys(syms, off, vocab, ranks))
 
 
-def _side_keys(syms: np.ndarray, off: np.ndarray, vocab: Vocabulary) -> list[np.ndarray]:
+def symbol_ranks(vocab: Vocabulary) -> tuple[np.ndarray, int]:
+    """The byte-order ranks of a vocabulary's words and of the rule symbols after them (the non-terminal, the
+    left-hand side), and the rank of the end of a side: what :func:`side_order` sorts by."""
+    return byte_order_ranks(list(vocab.words) + [NONTERMINAL, LHS])
+
+
+def _side_keys(syms: np.ndarray, off: np.ndarray, vocab: Vocabulary, ranks: tuple | None = None) -> list[np.ndarray]:
     """``np.lexsort`` keys (least significant first) that order rule sides by their text."""
-    ranks, end_rank = byte_order_ranks(list(vocab.words) + [NONTERMINAL, LHS])
+    ranks, end_rank = ranks or symbol_ranks(vocab)
     n_words = len(vocab)
     code = np.where(syms < 0, n_words, syms).astype(np.int64)
     symbol_rank = ranks[code].astype(np.int64)
