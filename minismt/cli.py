@@ -250,7 +250,8 @@ def _decode_command(args) -> int:
             store_and_lm(args.model, lm=False)  # a model without a store says so before any line is read
             grammar = PER_CHUNK
         else:
-            grammar = grammar_for(args.model, sentences, args.input, log=None if args.quiet else log)
+            grammar = grammar_for(args.model, sentences, args.input, log=None if args.quiet else log,
+                                  max_span=settings.max_chart_span)
     weights = dict(manifest["default_weights"])
     if args.weights:
         given = read_weights(args.weights)

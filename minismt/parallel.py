@@ -280,7 +280,8 @@ def _chunk_decoder(job: DecodeJob, sentences: Sequence[str]):
         _MODELS.clear()
         _MODELS[key] = store_and_lm(job.model_dir)
     store, lm = _MODELS[key]
-    return _hiero_decoder_of(job, store.grammar(sentences, decoding=True), lm)
+    grammar = store.grammar(sentences, decoding=True, max_span=job.settings.max_chart_span)
+    return _hiero_decoder_of(job, grammar, lm)
 
 
 def _hiero_decoder_of(job: DecodeJob, grammar, lm):

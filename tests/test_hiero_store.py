@@ -62,6 +62,49 @@ def test_store_grammar_equals_filtering_the_full_table(tmp_path_factory, seed, b
     assert len(store) == report.rules_kept == len(full)
 
 
+def _matches_within(side: np.ndarray, words: list[int], span: int, consecutive_nonterminals: bool) -> bool:
+    """Does the source side (word ids, negative non-terminals) match some span of at most ``span`` words of
+    ``words``: each terminal its word, each non-terminal one word or more, in order (slowly, by recursion)?"""
+    n = len(words)
+
+    def rest(k: int, p: int, start: int) -> bool:
+        if k == len(side):
+            return p - start <= span
+        if side[k] >= 0:
+            return p < n and words[p] == side[k] and rest(k + 1, p + 1, start)
+        if k > 0 and side[k - 1] < 0 and not consecutive_nonterminals:
+            return False
+        return any(rest(k + 1, p + c, start) for c in range(1, n - p + 1))
+
+    return any(rest(0, start, start) for start in range(n))
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 2 ** 32 - 1), span=st.integers(1, 6))
+def test_a_grammar_for_a_rule_span_keeps_the_sides_that_match_within_it(tmp_path_factory, seed, span):
+    """``max_span``: the rules of the sides that match a span of at most that many words (the decoder's rule
+    span: what it can apply), each with the rows and scores of the grammar of any span."""
+    rng = np.random.default_rng(seed)
+    src, tgt, alignment, src_vocab, tgt_vocab = _encode(*_random_corpus(rng, int(rng.integers(1, 12)), 12))
+    lines = [" ".join(rng.choice(WORDS_SRC + ["q"], size=int(rng.integers(0, 16)))) for _ in range(3)]
+    folder = tmp_path_factory.mktemp("store") / "store"
+    build_rule_store(src, tgt, alignment, src_vocab, tgt_vocab, folder, buckets=3)
+    store = RuleStore(folder)
+    full, limited = store.grammar(lines), store.grammar(lines, max_span=span)
+    encoded = [[src_vocab.get(w) for w in line.split()] for line in lines]
+    consecutive = store.options.nonterm_consec_source
+    kept = [u for u in range(full.n_sources)
+            if any(_matches_within(full.table.src_syms[full.table.src_off[full.source_offsets[u]]:
+                                                       full.table.src_off[full.source_offsets[u] + 1]],
+                                   words, span, consecutive) for words in encoded)]
+    rows = np.concatenate([np.arange(full.source_offsets[u], full.source_offsets[u + 1]) for u in kept]) \
+        if kept else np.zeros(0, dtype=np.int64)
+    expected = full.table.take(rows)
+    for name in TABLE_ARRAYS:
+        assert np.array_equal(getattr(limited.table, name), getattr(expected, name)), name
+    assert limited.n_sources == len(kept)
+
+
 def test_store_is_replaced_whole_and_leftovers_go(tmp_path):
     rng = np.random.default_rng(3)
     corpus = _encode(*_random_corpus(rng, 8, 10))

@@ -344,7 +344,7 @@ extracts each sentence's grammar, so no line waits for the end of the input."""
 """Names of the grammars built on demand from a model's rule store (the input's token digest follows)."""
 
 
-def grammar_for(model_dir, sentences: Sequence[str], path=None, log=None) -> str:
+def grammar_for(model_dir, sentences: Sequence[str], path=None, log=None, max_span: int | None = None) -> str:
     """The name of the grammar of a Hiero model folder for ``sentences`` (the lines of ``path``).
 
     A grammar built at training time (``--grammar-for``) is used when its input file had the same
@@ -352,7 +352,10 @@ def grammar_for(model_dir, sentences: Sequence[str], path=None, log=None) -> str
     from the model's rule store (:class:`~minismt.extract.hiero_store.RuleStore`) and cached in it
     under the digest of the tokens, so the next command on the same input finds it.  Tokens are
     separated by any Unicode whitespace (``str.split()``, as everywhere in minismt: a no-break
-    space separates tokens too).  ``log`` (a callable) is told when a grammar is built."""
+    space separates tokens too).  ``max_span``: the grammar of a decoder that applies rules to spans
+    of at most that many words (:meth:`RuleStore.grammar`; cached under its own digest), which a line
+    of hundreds of words needs; None: Moses' filter, any span.  ``log`` (a callable) is told when a
+    grammar is built."""
     import hashlib
     import os
     from minismt.io import file_sha256, read_lines
@@ -367,14 +370,15 @@ def grammar_for(model_dir, sentences: Sequence[str], path=None, log=None) -> str
     for name, entry in grammars.items():
         if [" ".join(s.split()) for s in read_lines(os.path.join(model_dir, entry["input"]))] == lines:
             return name
-    name = ON_DEMAND_PREFIX + hashlib.sha256("\n".join(lines).encode("utf-8")).hexdigest()[:32]
+    key = "\n".join(lines) + ("" if max_span is None else f"\n\0rule spans up to {int(max_span)} words")
+    name = ON_DEMAND_PREFIX + hashlib.sha256(key.encode("utf-8")).hexdigest()[:32]
     cached = _on_demand_path(model_dir, manifest, name)
     if cached is None or not os.path.exists(cached):
         store = _rule_store(model_dir, manifest)
         started = time.perf_counter()
         if log is not None:
             log(f"building the grammar of {len(lines):,} sentence{'' if len(lines) == 1 else 's'} from the rule store")
-        grammar = store.grammar(lines)
+        grammar = store.grammar(lines, max_span=max_span)
         grammar.save(cached)  # atomically: two processes building it leave one whole file
         if log is not None:
             log(f"grammar of {len(grammar):,} rules built in {time.perf_counter() - started:.1f} s "

@@ -93,10 +93,11 @@ def sentence_matches(words, max_symbols, max_nonterm, consecutive_nonterm, max_s
 
 
 @njit(cache=True)
-def source_patterns(ids, offsets, max_symbols, max_nonterm, consecutive_nonterm):
+def source_patterns(ids, offsets, max_symbols, max_nonterm, consecutive_nonterm, max_span):
     """Every distinct (sentence, source-side hash) of the sentences ``ids[offsets[s]:offsets[s+1]]``
-    (training-vocabulary ids, negative for unknown words): ``int64`` sentences and ``uint64``
-    hashes, sorted by sentence then hash."""
+    (training-vocabulary ids, negative for unknown words) matching a span of at most ``max_span``
+    words (``max_span <= 0``: any span): ``int64`` sentences and ``uint64`` hashes, sorted by
+    sentence then hash."""
     n_sent = offsets.shape[0] - 1
     sent_out = np.empty(1024, dtype=np.int64)
     hash_out = np.empty(1024, dtype=np.uint64)
@@ -105,9 +106,9 @@ def source_patterns(ids, offsets, max_symbols, max_nonterm, consecutive_nonterm)
     total = 0
     for s in range(n_sent):
         words = ids[offsets[s]:offsets[s + 1]]
+        span = max_span if max_span > 0 else words.shape[0] + 1
         buffer, no_spans, count = sentence_matches(words, max_symbols, max_nonterm,
-                                                   consecutive_nonterm, words.shape[0] + 1, buffer,
-                                                   no_spans, False)
+                                                   consecutive_nonterm, span, buffer, no_spans, False)
         found = np.sort(buffer[:count])
         sent_out = grow(sent_out, total + count)
         hash_out = grow(hash_out, total + count)

@@ -268,13 +268,16 @@ def check_vocabularies(src_vocab: Vocabulary, tgt_vocab: Vocabulary) -> None:
                                       "escape-special-chars.perl)")
 
 
-def input_patterns(lines: Sequence[str], src_vocab: Vocabulary,
-                   options: HieroOptions) -> tuple[np.ndarray, np.ndarray]:
+def input_patterns(lines: Sequence[str], src_vocab: Vocabulary, options: HieroOptions,
+                   max_span: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Every (sentence, source-side hash) a rule could match in the tokenised ``lines`` (words
-    split at any whitespace; unknown words match nothing), sorted by sentence then hash."""
+    split at any whitespace; unknown words match nothing), sorted by sentence then hash; with
+    ``max_span`` only the matches of spans of at most that many words (a decoder's rule span: the
+    patterns of a line of n words grow as n^3 without it, as n with it)."""
     encoded = TokenArray.from_sentences(lines, src_vocab, grow=False)
     return _gk.source_patterns(encoded.ids, encoded.offsets, int(options.max_symbols_source),
-                               int(options.max_nonterm), bool(options.nonterm_consec_source))
+                               int(options.max_nonterm), bool(options.nonterm_consec_source),
+                               int(max_span or 0))
 
 
 def extract_chunks(src: TokenArray, tgt: TokenArray, alignment: Alignment, options: HieroOptions,

@@ -205,12 +205,14 @@ class RuleStore:
         """Each bucket's scored rules (memory-mapped :class:`HieroTable`, Moses' order within it)."""
         return (bucket.table for bucket in self._buckets)
 
-    def grammar(self, lines: Sequence[str], decoding: bool = False) -> HieroGrammar:
+    def grammar(self, lines: Sequence[str], decoding: bool = False, max_span: int | None = None) -> HieroGrammar:
         """The grammar of the tokenised ``lines``: every rule whose source side matches one of them
         (Moses' ``filter-rule-table hierarchical``), in Moses' order, with each sentence's sides.
         ``decoding``: only what a decoder reads, as :meth:`HieroGrammar.load` reads it (no counts, no word
-        alignments, the scores in single precision, as stored)."""
-        sent, hashes = input_patterns(lines, self.src_vocab, self.options)
+        alignments, the scores in single precision, as stored); ``max_span``: only the sides that match a
+        span of at most that many words (the decoder's ``max_span``: what it can apply, for lines of any
+        length)."""
+        sent, hashes = input_patterns(lines, self.src_vocab, self.options, max_span)
         bucket_of = _bucket_of(hashes, len(self._buckets))
         pieces, matches = [], []
         n_sides = 0
