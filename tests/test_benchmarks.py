@@ -193,3 +193,22 @@ def test_tuning_benchmark_resumes_from_its_partial_json(tmp_path):
     assert [(r["tuner"], r["seed"]) for r in result["runs"]] == [("pro", 0), ("mert", 0)]
     assert result["runs"][0] == earlier and result["runs"][1]["final_dev_bleu"] < 99.0
     assert json.loads(partial.read_text()) == result["runs"]
+
+
+def test_decode_speed_reads_first_scores_and_judges_its_targets(tmp_path):
+    """decode-speed: each sentence's score is its first n-best line's (Moses2 repeats a sentence's 1-best), and
+    the targets are 3x Moses2 on one thread, BLEU within 0.1 and no more sentences scored lower than higher."""
+    sys.path.insert(0, str(RUN.parent))
+    import decode_speed
+    nbest = tmp_path / "n.best"
+    nbest.write_text("0 ||| a b ||| F0= 1 ||| -3.5\n0 ||| a b ||| F0= 2 ||| -3.6\n1 ||| c ||| F0= 1 ||| -1.25\n")
+    assert decode_speed._first_scores(nbest) == {0: -3.5, 1: -1.25}
+    cell = {"minismt": {"bleu": 40.0}, "moses2": {"bleu": 40.05}, "ratio_to_moses2": 3.1}
+    result = {"stack_100": {"threads_1": cell, "model_scores_vs_moses2": {
+                  "ours_higher": 2, "ours_lower": 1, "no_more_search_errors": True}},
+              "stack_200": {"threads_1": dict(cell, ratio_to_moses2=2.5, minismt={"bleu": 39.8})}}
+    targets = decode_speed._targets(result)
+    assert {name: target["met"] for name, target in targets.items()} == {
+        "stack 100: >= 3x Moses2": True, "stack 100: BLEU within 0.1 of Moses2": True,
+        "stack 100: no more search errors than Moses2": True,
+        "stack 200: >= 3x Moses2": False, "stack 200: BLEU within 0.1 of Moses2": False}
