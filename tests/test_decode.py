@@ -333,6 +333,27 @@ def test_graph_is_topological_recombined_and_moses_shaped(synthetic):
     assert result.stats["recombined"] > 0 and set(result.timings) >= {"search", "total"}
 
 
+def test_recombination_ignores_the_number_of_target_words(synthetic):
+    """Moses' recombination state is its stateful features' states (coverage, LM state, last span and its
+    forward reordering class): hypotheses that differ only in how many target words they wrote recombine
+    (the word penalty is stateless), so some search-graph node is reached by derivations of different
+    lengths; forced decoding keeps the reference position in the state."""
+    model, _, test = synthetic
+    lengths_differ = False
+    for sentence in test[:10]:
+        hg = Decoder(model).decode(sentence).hypergraph
+        lengths: list[set[int]] = []
+        for node in range(hg.n_nodes):
+            here: set[int] = set()
+            for e in range(hg.in_offsets[node], hg.in_offsets[node + 1]):
+                words = sum(1 for w in hg.edge_target(e).split() if w != "[1]")
+                tails = hg.edge_tails(e)
+                here |= {n + words for n in lengths[int(tails[0])]} if tails.size else {words}
+            lengths.append(here)
+        lengths_differ |= any(len(here) > 1 for here in lengths[:hg.goal])
+    assert lengths_differ
+
+
 # ----------------------------------------------------------------------------- inputs
 
 def test_unknown_words_pass_through(synthetic):

@@ -574,10 +574,13 @@ def _state_hash(cov_hash, full, pstart, pend, fwd, tpos, state):
 
 
 @njit(cache=True, inline="always")
-def _same_state(h_ints, h_cov, h, cov, full, pstart, pend, fwd, tpos, state):
-    """Whether hypothesis ``h`` has this recombination state: coverage, target position, LM state
-    and, unless ``full`` is off (a complete hypothesis), the last span and its forward class."""
-    if h_ints[h, LMS] != state or h_ints[h, TPOS] != tpos:
+def _same_state(h_ints, h_cov, h, cov, full, pstart, pend, fwd, tpos, state, forced):
+    """Whether hypothesis ``h`` has this recombination state: coverage, LM state, in forced decoding the
+    target position (which reference word comes next), and, unless ``full`` is off (a complete
+    hypothesis), the last span and its forward class: Moses' state (its stateful features' states:
+    the LM's, the lexicalised reordering's and the distortion's); the number of target words is not
+    part of it, as the word penalty is stateless."""
+    if h_ints[h, LMS] != state or (forced and h_ints[h, TPOS] != tpos):
         return False
     if full and (h_ints[h, PEND] != pend or h_ints[h, PSTART] != pstart or h_ints[h, FWD] != fwd):
         return False
@@ -588,7 +591,7 @@ def _same_state(h_ints, h_cov, h, cov, full, pstart, pend, fwd, tpos, state):
 
 
 @njit(cache=True, inline="always")
-def _find(table, h_ints, h_cov, k, hsh, cov, full, pstart, pend, fwd, tpos, state):
+def _find(table, h_ints, h_cov, k, hsh, cov, full, pstart, pend, fwd, tpos, state, forced):
     """The hypothesis of stack k with this recombination state (hash ``hsh``), or -1, and the
     slot of stack k's ``table`` where it is or a new one goes."""
     w = cov.shape[0]
@@ -596,7 +599,8 @@ def _find(table, h_ints, h_cov, k, hsh, cov, full, pstart, pend, fwd, tpos, stat
     slot = np.int64(hsh & np.uint64(mask))
     while table[k, slot] >= 0:
         cand = table[k, slot]
-        if h_cov[cand, w] == hsh and _same_state(h_ints, h_cov, cand, cov, full, pstart, pend, fwd, tpos, state):
+        if h_cov[cand, w] == hsh and _same_state(h_ints, h_cov, cand, cov, full, pstart, pend, fwd, tpos, state,
+                                                 forced):
             return cand, slot
         slot = (slot + 1) & mask
     return -1, slot
@@ -909,9 +913,9 @@ def search(t, n, fc, options, scoring, limits, reference, cache):
                         # recombination with the hypothesis of the same state in stack k2, or a new one
                         fwd = options.fwd_class[o]
                         tpos2 = tpos + t_len
-                        hsh = _state_hash(cov_hash, full, s, e, fwd, tpos2, state)
+                        hsh = _state_hash(cov_hash, full, s, e, fwd, tpos2 if forced else 0, state)
                         found, slot = _find(stacks.table, hyps.ints, hyps.cov, k2, hsh, nc, full, s, e, fwd, tpos2,
-                                            state)
+                                            state, forced)
                         _add_arc(arcs, n_arc, tail, found if found >= 0 else n_hyp, o, lm)
                         if found >= 0:
                             stats[ST_RECOMBINED] += 1
