@@ -32,7 +32,7 @@ from typing import Callable, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 
-from minismt.decode.settings import DecoderSettings
+from minismt.decode.settings import PER_CHUNK, DecoderSettings
 from minismt.errors import InputError
 from minismt.features import FeatureSpace
 from minismt.kbest import KBestRows
@@ -62,7 +62,7 @@ class DecodeJob:
     hypergraph_writer: Callable | None = None  # writer(result, hypergraph_dir, i); None: DIR/<i>.json.gz
     return_hypergraph: bool = False  # send each search graph back (Hypergraph.to_portable)
     hypergraph_edges: tuple[int, ...] = ()  # with return_hypergraph: sentence i's graph pruned to [i] edges first
-    grammar: str | None = None       # a Hiero model's grammar (the input set's; decode.hiero.PER_CHUNK: each
+    grammar: str | None = None       # a Hiero model's grammar (the input set's; decode.settings.PER_CHUNK: each
                                      # chunk's own, from the rule store), None for phrase-based
     mbr: str | None = None           # "kbest" or "forest": the 1-best is the MBR / consensus choice (decode.mbr)
     mbr_size: int = 200              # its candidates: the search graph's best distinct translations (Moses' 200)
@@ -234,8 +234,7 @@ def stop_pool(pool: ProcessPoolExecutor, grace: float = 2.0) -> None:
 
 def _decoder(job: DecodeJob, sentences: Sequence[str] = ()):
     """This process's decoder for ``job`` (kept for the next chunk of the same job); with a Hiero job whose
-    grammar is :data:`~minismt.decode.hiero.PER_CHUNK`, a decoder on the grammar of ``sentences``."""
-    from minismt.decode.hiero import PER_CHUNK
+    grammar is :data:`~minismt.decode.settings.PER_CHUNK`, a decoder on the grammar of ``sentences``."""
     if job.grammar == PER_CHUNK:
         return _chunk_decoder(job, sentences)
     key = job.key()
@@ -426,7 +425,7 @@ def decode_stream(job: DecodeJob, lines: Iterable[str], executor: Executor | Non
 
     A reader thread reads the lines as they arrive; each chunk of work is the lines read and not yet taken
     when it is made, at most ``chunk_size``: a line typed at a terminal is decoded alone and at once, a piped
-    file in full chunks (a Hiero job with the grammar :data:`~minismt.decode.hiero.PER_CHUNK` reads one
+    file in full chunks (a Hiero job with the grammar :data:`~minismt.decode.settings.PER_CHUNK` reads one
     grammar per chunk). Here (``jobs <= 1``, no executor) a chunk is decoded when the one before it is done;
     otherwise chunks go to the executor (the caller's, else a :func:`process_pool` made here), at most
     ``window`` (default ``4 * jobs``) ahead of the one yielded, so a long input is never held in memory.

@@ -10,7 +10,8 @@ beam, distortion limit) and :class:`Reference` (forced decoding). Its state is f
 ``ints``   int32[H, NI]      PSTART, PEND (source span of the last phrase, -1 for the empty
                              hypothesis), LOPT (last option, -1), FWD (class of the last option's
                              forward reordering scores, -1), NCOV (covered words), TPOS (target
-                             words produced), LMS (LM state id), BEST (best incoming arc), ALIVE
+                             words produced: the first path's, or in forced decoding, where it is
+                             part of the state, every path's), LMS (LM state id), BEST (best incoming arc), ALIVE
 ``floats`` float64[H, 2]     SCORE (w . h of the best path), FUT (future cost estimate; for a
                              complete hypothesis the exact score of ``</s>`` and the end)
 ``cov``    uint64[H, W + 1]  the coverage bitset (W words of 64 bits), then the state hash

@@ -337,10 +337,6 @@ class HieroDecoder:
 # ---- a trained model folder -------------------------------------------------------------------------
 
 ON_DEMAND_PREFIX = "input-"
-PER_CHUNK = "<each chunk's own, from the rule store>"
-"""A :class:`~minismt.parallel.DecodeJob`'s grammar for a stream of lines (standard input): the process that
-decodes a chunk of lines reads their grammar from the model's rule store (:func:`store_and_lm`), as cdec
-extracts each sentence's grammar, so no line waits for the end of the input."""
 """Names of the grammars built on demand from a model's rule store (the input's token digest follows)."""
 
 
@@ -400,7 +396,7 @@ def _rule_store(model_dir, manifest: dict):
 
 def store_and_lm(model_dir, lm: bool = True):
     """A Hiero model folder's rule store (memory-mapped) and LM (None unless ``lm``), to read the grammar of
-    any lines (:data:`PER_CHUNK`); a model without a store is an :class:`InputError`."""
+    any lines (:data:`~minismt.decode.settings.PER_CHUNK`); a model without a store is an :class:`InputError`."""
     from minismt.manifest import load_manifest
     manifest = load_manifest(model_dir, kind="hiero")
     return _rule_store(model_dir, manifest), _model_lm(model_dir, manifest) if lm else None

@@ -19,6 +19,11 @@ word-pair (:mod:`minismt.decode.sparse`), the Hiero decoder's rule-id, rule-shap
 target-bigram (:mod:`minismt.extract.hiero_features`)."""
 PHRASE_SPARSE_FEATURES = ("rule-id", "word-pair")
 HIERO_SPARSE_FEATURES = ("rule-id", "rule-shape", "source-bigram", "target-bigram")
+PER_CHUNK = "<each chunk's own, from the rule store>"
+"""A Hiero :class:`~minismt.parallel.DecodeJob`'s grammar for a stream of lines (standard input): the process
+that decodes a chunk of lines reads their grammar from the model's rule store
+(:func:`minismt.decode.hiero.store_and_lm`), as cdec extracts each sentence's grammar, so no line waits for
+the end of the input."""
 
 
 def parse_sparse_features(value) -> tuple[str, ...]:
