@@ -15,11 +15,14 @@ import random
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from conftest import shared_path
 from corpora.synthetic import write_synthetic
 from minismt.corpus import Tokenizer, Vocabulary
 from minismt.decode import FEATURE_NAMES, MAX_SENTENCE_LENGTH, Decoder, PhraseModel
+from minismt.decode import _kernels
 from minismt.errors import InputError
 from minismt.extract import PhraseTable
 from minismt.lm import LanguageModel, estimate_kn
@@ -309,6 +312,34 @@ def test_every_arc_and_hypothesis_recomputes_with_the_slow_scorer(synthetic):
                 step = (int(result.edge_spans[e, 0]), int(result.edge_spans[e, 1]), int(result.edge_rows[e]))
                 f, _ = slow_features(model, tokens, path_steps[t] + [step], complete=False)
             np.testing.assert_allclose(path_feats[t] + feats[e], f, atol=1e-8)
+
+
+def test_search_that_outgrows_its_first_stores_keeps_every_expansion_once(synthetic):
+    """The expansions stop to grow the hypothesis and arc stores (1,024 and 4,096 rows at first) and go on
+    where they stopped: a search that creates more hypotheses and arcs than that has no arc twice, and
+    every arc's head is a hypothesis of the stack its span leads to."""
+    model, _, test = synthetic
+    decoder = Decoder(model, stack_size=200)
+    sentence = max(test, key=len)
+    result = decoder.decode(sentence)
+    assert result.stats["created"] > 1024 and result.stats["recombined"] + result.stats["created"] > 4096
+    hg = result.hypergraph
+    arcs = {(int(hg.edge_tails(e)[0]), int(hg.edge_head[e]), int(result.edge_rows[e]), tuple(result.edge_spans[e]))
+            for e in range(1, hg.n_edges)}
+    assert len(arcs) == hg.n_edges - 1
+    covered = result.coverage().sum(axis=1)
+    for e in range(1, hg.in_offsets[hg.goal]):
+        start, end = result.edge_spans[e]
+        assert covered[hg.edge_head[e]] == covered[hg.edge_tails(e)[0]] + (end - start)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from([-np.inf, -3.0, -2.5, -1.0, 0.0, 0.5]), min_size=1, max_size=70))
+def test_pruning_sorts_best_first_as_numpys_stable_argsort(values):
+    totals = np.array(values)
+    order = np.empty(len(values), np.int64)
+    _kernels._sort_best_first(totals, len(values), order, np.empty(len(values), np.int64))
+    assert order.tolist() == np.argsort(-totals, kind="stable").tolist()
 
 
 def test_graph_is_topological_recombined_and_moses_shaped(synthetic):

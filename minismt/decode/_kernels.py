@@ -31,12 +31,14 @@ times, and a cache probe is much cheaper than the probes into the n-gram table.
 with an open-addressing table ``table[k]`` on the recombination state, pruned lazily to
 the stack size when it holds twice as many (Moses' ``HypothesisStackNormal``).
 
-Numba cannot assign a NamedTuple's fields, so a store that grows is rebound; each
-hypothesis first makes room for all its expansions may add, so the innermost loop never
-rebinds one. The helpers of that loop are inlined; those run for every option read the
-arrays they need first or take scalars: numba counts references to an inlined helper's
-array arguments (NRT incref/decref) unless the count and its release fall in one block,
-and there those counts would cost more than the search itself.
+The loops run in :func:`_expand`, which allocates nothing and is compiled without numba's
+reference counting (:func:`~minismt._primitives.njit_borrowing`), as are the LM lookups it makes
+on a transition-cache miss: the atomic increments and decrements of the arrays it reads, at
+every hypothesis expanded and every LM lookup, were a fifth of a sentence's search time. Before
+expanding a hypothesis it checks that the stores have room for all its expansions may add; when
+one has not, it returns where it stopped and :func:`search` grows the store (a NamedTuple's
+fields cannot be assigned, so a grown store is rebound) and calls it again from there. Pruning
+a stack sorts it in scratch arrays (:class:`PruneWork`) for the same reason.
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
-from minismt._primitives import grow, grow_rows, mix_in, power_of_two
+from minismt._primitives import grow, grow_rows, mix_in, njit_borrowing, power_of_two
 from minismt.extract._kernels import phrase_hash
 from minismt.lm._kernels import begin_state, score_word
 
@@ -315,7 +317,7 @@ def _free_slot(table, h):
     return slot
 
 
-@njit(cache=True)
+@njit_borrowing
 def _intern(states, n_states, words, backs, length):
     """Id of the LM state (``words``, ``backs``, ``length``) among the ``n_states`` of ``states``,
     adding it if new (the store has room: :func:`_lm_room`). States are equal when their words
@@ -409,7 +411,7 @@ def _cached(cache, state, word):
     return entry.key == key, entry.logprob, entry.next
 
 
-@njit(cache=True)
+@njit_borrowing
 def _lm_transition(t, cache, states, n_states, state, word):
     """log10 p(``word`` | LM state ``state``) by KenLM's scoring, its next state interned and the
     pair put in the transition cache (a cache miss). Returns the log probability, the next state
@@ -673,10 +675,11 @@ def _new_stacks(n, stack_size):
                   np.full(n + 1, -np.inf), np.full(n + 1, -np.inf))
 
 
-@njit(cache=True)
+@njit_borrowing
 def _rebuild_table(stacks, k, h_cov):
     """Stack k's recombination table anew from its hypotheses' state hashes."""
-    stacks.table[k, :] = -1
+    for j in range(stacks.table.shape[1]):
+        stacks.table[k, j] = -1
     w = h_cov.shape[1] - 1
     for i in range(stacks.count[k]):
         h = stacks.mem[k, i]
@@ -688,9 +691,7 @@ def _stack_room(stacks, k, room, h_cov):
     """The stacks with room for ``room`` more hypotheses in each stack after k: as they are, or
     with their capacity doubled until then and their tables rebuilt."""
     rows, cap = stacks.mem.shape
-    need = 0
-    for kk in range(k + 1, rows):
-        need = max(need, stacks.count[kk] + room)
+    need = _stack_need(stacks, k, room)
     if need <= cap:
         return stacks
     new_cap = power_of_two(need)
@@ -710,21 +711,87 @@ def _push(stacks, k, h, slot):
     stacks.table[k, slot] = h
 
 
+class PruneWork(NamedTuple):
+    """Scratch of :func:`_prune`, one slot per hypothesis a stack can hold: ``totals`` float64,
+    ``order`` and ``buffer`` int64 (the merge sort's), ``kept`` int32."""
+
+    totals: np.ndarray
+    order: np.ndarray
+    buffer: np.ndarray
+    kept: np.ndarray
+
+
 @njit(cache=True)
-def _prune(stacks, k, limits, hyps, stats):
+def _prune_work(capacity):
+    """Scratch for :func:`_prune` on stacks of ``capacity`` hypotheses."""
+    return PruneWork(np.empty(capacity), np.empty(capacity, np.int64), np.empty(capacity, np.int64),
+                     np.empty(capacity, np.int32))
+
+
+@njit(cache=True, inline="always")
+def _sort_best_first(totals, m, order, buffer):
+    """``order[:m]`` = 0..m-1 by ``totals`` descending, ties in index order (a bottom-up merge sort:
+    NumPy's stable ``argsort(-totals)`` without allocating)."""
+    for i in range(m):
+        order[i] = i
+    in_order = True
+    width = 1
+    while width < m:
+        for lo in range(0, m, 2 * width):
+            mid = min(lo + width, m)
+            hi = min(lo + 2 * width, m)
+            i, j, p = lo, mid, lo
+            while i < mid and j < hi:
+                a = order[i] if in_order else buffer[i]
+                b = order[j] if in_order else buffer[j]
+                if totals[b] > totals[a]:
+                    pick = b
+                    j += 1
+                else:
+                    pick = a
+                    i += 1
+                if in_order:
+                    buffer[p] = pick
+                else:
+                    order[p] = pick
+                p += 1
+            while i < mid:
+                if in_order:
+                    buffer[p] = order[i]
+                else:
+                    order[p] = buffer[i]
+                i += 1
+                p += 1
+            while j < hi:
+                if in_order:
+                    buffer[p] = order[j]
+                else:
+                    order[p] = buffer[j]
+                j += 1
+                p += 1
+        in_order = not in_order
+        width *= 2
+    if not in_order:
+        for i in range(m):
+            order[i] = buffer[i]
+
+
+@njit_borrowing
+def _prune(stacks, k, limits, hyps, stats, work):
     """Keep the ``stack_size`` best hypotheses of stack k whose score + future cost is within
     ``log_beam`` of the best (Moses' ``HypothesisStackNormal::PruneToSize``), sorted best first."""
     m = stacks.count[k]
     if m == 0:
         return
     keep = limits.stack_size
-    totals = np.empty(m)
+    totals = work.totals
     for i in range(m):
         h = stacks.mem[k, i]
         totals[i] = hyps.floats[h, SCORE] + hyps.floats[h, FUT]
-    order = np.argsort(-totals, kind="mergesort")
+    order = work.order
+    _sort_best_first(totals, m, order, work.buffer)
     threshold = totals[order[0]] + limits.log_beam
-    kept_hyps = np.empty(m, np.int32)
+    kept_hyps = work.kept
     kept = 0
     last = totals[order[0]]
     for i in range(m):
@@ -737,7 +804,8 @@ def _prune(stacks, k, limits, hyps, stats):
         else:
             hyps.ints[h, ALIVE] = 0
             stats[ST_PRUNED] += 1
-    stacks.mem[k, :kept] = kept_hyps[:kept]
+    for i in range(kept):
+        stacks.mem[k, i] = kept_hyps[i]
     stacks.count[k] = kept
     if kept == keep and kept < m and last > stacks.worst[k]:
         stacks.worst[k] = last
@@ -770,61 +838,62 @@ def _seed(t, n, fc, scoring, reference, hyps, stacks, states, state0):
         _rebuild_table(stacks, 0, hyps.cov)
 
 
-@njit(cache=True, nogil=True)
-def search(t, n, fc, options, scoring, limits, reference, cache):
-    """Beam search over stacks of hypotheses by number of covered source words.
+# where :func:`_expand` resumes and the stores' sizes: stack, member, hypotheses, arcs, LM states
+P_STACK, P_MEMBER, P_HYPS, P_ARCS, P_STATES = range(5)
+N_PROGRESS = 5
 
-    For each stack, for each of its hypotheses (after pruning), for each uncovered span the
-    distortion limit allows and each option of the span: the forced-decoding filter, the
-    score without the LM and its upper bound, the LM extension, then recombination with the
-    hypothesis of the same state in the stack it goes to, or a new hypothesis.
 
-    Parameters
-    ----------
-    t : LMTables
-    n : source length
-    fc : float64[n+1, n+1] future costs (:func:`future_costs`)
-    options : SearchOptions
-    scoring : Scoring
-    limits : Limits
-    reference : Reference
-    cache : the transition cache (:func:`transition_cache`)
+class Scratch(NamedTuple):
+    """Per-sentence scratch of :func:`_expand`: a tail's coverage ``hc`` and an expansion's ``nc``
+    (uint64[W]), the gap of each uncovered word ``gap_lo``/``gap_hi`` (int64[n])."""
 
-    Returns
-    -------
-    h_int, h_flt, h_cov, e_int, e_lm (trimmed), st_mem, st_cnt (every stack pruned and sorted
-    best first), s_w, s_b, s_len (the LM states), stats int64[N_STATS]
-    """
-    w = max(1, (n + 63) // 64)
-    stats = np.zeros(N_STATS, np.int64)
+    hc: np.ndarray
+    nc: np.ndarray
+    gap_lo: np.ndarray
+    gap_hi: np.ndarray
+
+
+@njit(cache=True, inline="always")
+def _stack_need(stacks, k, room):
+    """The capacity every stack after k needs to take ``room`` more hypotheses."""
+    need = 0
+    for kk in range(k + 1, stacks.count.shape[0]):
+        need = max(need, stacks.count[kk] + room)
+    return need
+
+
+@njit(cache=True, inline="always")
+def _lacks_room_for_tail(hyps, arcs, states, stacks, limits, k, n_hyp, n_arc, n_states, n_opt, c):
+    """Whether a store lacks room for what a hypothesis of stack k may add when expanded."""
+    return (n_hyp + n_opt > hyps.ints.shape[0] or n_arc + n_opt > arcs.ints.shape[0]
+            or _lacks_room(states, n_states + (c + 1) * n_opt)
+            or (stacks.mem.shape[1] < 2 * limits.stack_size and _stack_need(stacks, k, n_opt) > stacks.mem.shape[1]))
+
+
+@njit_borrowing
+def _expand(t, n, fc, options, scoring, limits, reference, cache, o_state, hyps, arcs, stacks, states, stats, work,
+            scratch, progress):
+    """The stacks' expansions (the loops of :func:`search`), from stack ``progress[P_STACK]``'s member
+    ``progress[P_MEMBER]`` on. Allocates nothing, so it runs without reference counting: before each
+    hypothesis is expanded it checks that the stores have room for all its expansions may add (an arc and
+    a hypothesis per option, C + 1 LM states per option, a stack's room); when not, it saves where it is
+    and the stores' sizes in ``progress`` and returns False for :func:`search` to grow them. True when
+    every stack before the last is expanded."""
+    w = hyps.cov.shape[1] - 1
     early = scoring.lm >= 0.0
     log_beam = limits.log_beam
     forced, ref = reference.forced, reference.words
-    for i in range(cache.shape[0]):
-        cache[i].key = -1
-    stacks = _new_stacks(n, limits.stack_size)
-    hyps = Hypotheses(np.empty((1024, NI), np.int32), np.empty((1024, NF), np.float64),
-                      np.zeros((1024, w + 1), np.uint64))
-    arcs = Arcs(np.empty((4096, 3), np.int32), np.empty(4096, np.float64))
     c = options.lm_state_words.shape[1]
     n_opt = options.start.shape[0]
-    o_state, states, n_states = _option_states(options, _new_lm_states(c))
-    states = _lm_room(states, n_states + 1)
-    length0 = begin_state(t, states.next_words, states.next_backs)
-    state0, n_states = _intern(states, n_states, states.next_words, states.next_backs, length0)
-    _seed(t, n, fc, scoring, reference, hyps, stacks, states, state0)
-    n_hyp = 1
-    n_arc = 0
-    hc = np.empty(w, np.uint64)
-    nc = np.empty(w, np.uint64)
-    gap_lo = np.empty(max(n, 1), np.int64)
-    gap_hi = np.empty(max(n, 1), np.int64)
-
-    for k in range(n):
+    n_hyp, n_arc, n_states = progress[P_HYPS], progress[P_ARCS], progress[P_STATES]
+    hc, nc, gap_lo, gap_hi = scratch.hc, scratch.nc, scratch.gap_lo, scratch.gap_hi
+    for k in range(progress[P_STACK], n):
         if stacks.count[k] == 0:
             continue
-        _prune(stacks, k, limits, hyps, stats)
-        for member in range(stacks.count[k]):
+        first = progress[P_MEMBER] if k == progress[P_STACK] else 0
+        if first == 0:
+            _prune(stacks, k, limits, hyps, stats, work)
+        for member in range(first, stacks.count[k]):
             tail = stacks.mem[k, member]
             pstart = hyps.ints[tail, PSTART]
             pend = hyps.ints[tail, PEND]
@@ -835,15 +904,10 @@ def search(t, n, fc, options, scoring, limits, reference, cache):
                 hc[i] = hyps.cov[tail, i]
             score = hyps.floats[tail, SCORE]
             fut_old = hyps.floats[tail, FUT]
-            # room for what its expansions may add: an arc and a hypothesis per option, C + 1 LM states
-            if n_hyp + n_opt > hyps.ints.shape[0]:
-                hyps = _grow_hypotheses(hyps, n_hyp + n_opt)
-            if n_arc + n_opt > arcs.ints.shape[0]:
-                arcs = _grow_arcs(arcs, n_arc + n_opt)
-            if _lacks_room(states, n_states + (c + 1) * n_opt):
-                states = _lm_room(states, n_states + (c + 1) * n_opt)
-            if stacks.mem.shape[1] < 2 * limits.stack_size:  # a stack may outgrow its room (sizes > 512)
-                stacks = _stack_room(stacks, k, n_opt, hyps.cov)
+            if _lacks_room_for_tail(hyps, arcs, states, stacks, limits, k, n_hyp, n_arc, n_states, n_opt, c):
+                progress[P_STACK], progress[P_MEMBER] = k, member
+                progress[P_HYPS], progress[P_ARCS], progress[P_STATES] = n_hyp, n_arc, n_states
+                return False
             first_gap = _coverage_gaps(hc, n, gap_lo, gap_hi)
             for s in range(first_gap, n):
                 if _covered(hc, s):
@@ -933,9 +997,75 @@ def search(t, n, fc, options, scoring, limits, reference, cache):
                                                                       log_beam)
                             n_hyp += 1
                             if stacks.count[k2] > 2 * limits.stack_size - 1:
-                                _prune(stacks, k2, limits, hyps, stats)
+                                _prune(stacks, k2, limits, hyps, stats, work)
                         n_arc += 1
-    _prune(stacks, n, limits, hyps, stats)
+    progress[P_STACK], progress[P_MEMBER] = n, 0
+    progress[P_HYPS], progress[P_ARCS], progress[P_STATES] = n_hyp, n_arc, n_states
+    return True
+
+
+@njit(cache=True, nogil=True)
+def search(t, n, fc, options, scoring, limits, reference, cache):
+    """Beam search over stacks of hypotheses by number of covered source words.
+
+    For each stack, for each of its hypotheses (after pruning), for each uncovered span the
+    distortion limit allows and each option of the span: the forced-decoding filter, the
+    score without the LM and its upper bound, the LM extension, then recombination with the
+    hypothesis of the same state in the stack it goes to, or a new hypothesis.
+
+    Parameters
+    ----------
+    t : LMTables
+    n : source length
+    fc : float64[n+1, n+1] future costs (:func:`future_costs`)
+    options : SearchOptions
+    scoring : Scoring
+    limits : Limits
+    reference : Reference
+    cache : the transition cache (:func:`transition_cache`)
+
+    Returns
+    -------
+    h_int, h_flt, h_cov, e_int, e_lm (trimmed), st_mem, st_cnt (every stack pruned and sorted
+    best first), s_w, s_b, s_len (the LM states), stats int64[N_STATS]
+    """
+    w = max(1, (n + 63) // 64)
+    stats = np.zeros(N_STATS, np.int64)
+    for i in range(cache.shape[0]):
+        cache[i].key = -1
+    stacks = _new_stacks(n, limits.stack_size)
+    hyps = Hypotheses(np.empty((1024, NI), np.int32), np.empty((1024, NF), np.float64),
+                      np.zeros((1024, w + 1), np.uint64))
+    arcs = Arcs(np.empty((4096, 3), np.int32), np.empty(4096, np.float64))
+    c = options.lm_state_words.shape[1]
+    n_opt = options.start.shape[0]
+    o_state, states, n_states = _option_states(options, _new_lm_states(c))
+    states = _lm_room(states, n_states + 1)
+    length0 = begin_state(t, states.next_words, states.next_backs)
+    state0, n_states = _intern(states, n_states, states.next_words, states.next_backs, length0)
+    _seed(t, n, fc, scoring, reference, hyps, stacks, states, state0)
+
+    progress = np.zeros(N_PROGRESS, np.int64)
+    progress[P_HYPS], progress[P_STATES] = 1, n_states
+    scratch = Scratch(np.empty(w, np.uint64), np.empty(w, np.uint64), np.empty(max(n, 1), np.int64),
+                      np.empty(max(n, 1), np.int64))
+    work = _prune_work(stacks.mem.shape[1])
+    while not _expand(t, n, fc, options, scoring, limits, reference, cache, o_state, hyps, arcs, stacks, states, stats,
+                      work, scratch, progress):
+        # room for what the next hypothesis' expansions may add
+        n_hyp, n_arc, n_states = progress[P_HYPS], progress[P_ARCS], progress[P_STATES]
+        if n_hyp + n_opt > hyps.ints.shape[0]:
+            hyps = _grow_hypotheses(hyps, n_hyp + n_opt)
+        if n_arc + n_opt > arcs.ints.shape[0]:
+            arcs = _grow_arcs(arcs, n_arc + n_opt)
+        if _lacks_room(states, n_states + (c + 1) * n_opt):
+            states = _lm_room(states, n_states + (c + 1) * n_opt)
+        if stacks.mem.shape[1] < 2 * limits.stack_size:  # a stack may outgrow its room (sizes > 512)
+            stacks = _stack_room(stacks, progress[P_STACK], n_opt, hyps.cov)
+            if work.totals.shape[0] < stacks.mem.shape[1]:
+                work = _prune_work(stacks.mem.shape[1])
+    n_hyp, n_arc, n_states = progress[P_HYPS], progress[P_ARCS], progress[P_STATES]
+    _prune(stacks, n, limits, hyps, stats, work)
     return (hyps.ints[:n_hyp], hyps.floats[:n_hyp], hyps.cov[:n_hyp], arcs.ints[:n_arc], arcs.lm[:n_arc],
             stacks.mem, stacks.count, states.words[:n_states], states.backs[:n_states], states.length[:n_states],
             stats)

@@ -35,7 +35,7 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
-from minismt._primitives import GOLDEN, MIX1, mix64
+from minismt._primitives import GOLDEN, MIX1, mix64, njit_borrowing
 
 EMPTY = np.uint64(0)
 
@@ -105,7 +105,7 @@ def ngram_hash(rev_words, k):
     return h
 
 
-@njit(cache=True)
+@njit_borrowing
 def find_slot(slots, h, word, context, k):
     """Slot of the k-gram ``word`` preceded by ``context[0], context[1], ...`` (newest first), or -1."""
     key = slot_key(h)
@@ -156,7 +156,7 @@ def insert_rows(slots, rev_rows, k, logprob, backoff):
     return -1
 
 
-@njit(cache=True)
+@njit_borrowing
 def score_word(t, in_words, in_backoffs, in_length, word, out_words, out_backoffs):
     """log10 p(word | state) with KenLM's back-off semantics, writing the next state.
 
