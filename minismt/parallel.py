@@ -112,7 +112,8 @@ class SentenceOutput:
 
     ``features`` are the 1-best's dense features and ``sparse`` its sparse ones ``{name: value}``
     (empty unless ``settings.sparse_features``); ``kbest`` the k-best list (``settings.kbest``);
-    scores include the sparse features' contribution.
+    scores include the sparse features' contribution; ``n_nodes``/``n_edges`` the search graph's size
+    (0 when nothing asked for the graph: a phrase-based 1-best is then decoded without it).
     """
 
     index: int
@@ -296,12 +297,16 @@ def decode_chunk(job: DecodeJob, indices: Sequence[int], sentences: Sequence[str
     """Decode some sentences in this process (the unit of work sent to an executor)."""
     decoder = _decoder(job, sentences)
     k, distinct = job.settings.kbest, job.settings.distinct
+    # a phrase-based 1-best needs no search graph (a Hiero chart is its forest: always built)
+    best_only = (job.grammar is None and k == 0 and job.mbr is None and not job.return_hypergraph
+                 and job.hypergraph_writer is None and job.hypergraph_dir is None)
     outputs = []
     for index, sentence in zip(indices, sentences):
-        result = decoder.decode(sentence)
+        result = decoder.decode(sentence, graph=False) if best_only else decoder.decode(sentence)
+        graph = result.hypergraph
         output = SentenceOutput(index, result.best, float(result.score), _dense(result.features),
-                                n_nodes=result.hypergraph.n_nodes, n_edges=result.hypergraph.n_edges,
-                                sparse=dict(result.sparse))
+                                n_nodes=0 if graph is None else graph.n_nodes,
+                                n_edges=0 if graph is None else graph.n_edges, sparse=dict(result.sparse))
         if job.mbr is not None:
             _choose_by_mbr(job, decoder, result.hypergraph, output)
         if k > 0:  # the space grows as sentences are decoded: the weights over it as it is now

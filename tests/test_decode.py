@@ -342,6 +342,23 @@ def test_pruning_sorts_best_first_as_numpys_stable_argsort(values):
     assert order.tolist() == np.argsort(-totals, kind="stable").tolist()
 
 
+def test_the_best_alone_equals_the_graphs_best(synthetic):
+    """``decode(graph=False)`` follows the best complete hypothesis' best arcs instead of building the
+    graph: the same translation, score, features and phrases as the graph's 1-best, bit for bit."""
+    model, _, test = synthetic
+    plain = Decoder(model, stack_size=50)
+    sparse = Decoder(model, stack_size=50, sparse_features="rule-id,word-pair")
+    for decoder, sentence in [(plain, x) for x in test[:8] + [""]] + [(sparse, x) for x in test[8:12]]:
+        full, alone = decoder.decode(sentence), decoder.decode(sentence, graph=False)
+        assert alone.hypergraph is None and (decoder is plain or alone.sparse)
+        assert (alone.best, alone.score, alone.sparse) == (full.best, full.score, full.sparse)
+        assert alone.features.tolist() == full.features.tolist()
+        path = full.hypergraph.viterbi(decoder.full_weights())
+        phrases = [e for e in path.edges.tolist()[::-1] if full.edge_spans[e, 0] >= 0]
+        assert alone.edge_spans.tolist() == full.edge_spans[phrases].tolist()
+        assert alone.edge_rows.tolist() == full.edge_rows[phrases].tolist()
+
+
 def test_graph_is_topological_recombined_and_moses_shaped(synthetic):
     model, _, test = synthetic
     result = Decoder(model).decode(test[0])

@@ -1071,6 +1071,82 @@ def search(t, n, fc, options, scoring, limits, reference, cache):
             stats)
 
 
+@njit(cache=True, inline="always")
+def _arc_features(row, a, e_int, e_lm, h_int, o_start, o_end, o_dense, o_reo, cols):
+    """``row`` = the dense features arc a adds: its option's own, the distortion, the reordering
+    scores of its orientation (its own backward and the tail's last option's forward ones), its LM score."""
+    u = e_int[a, TAIL]
+    o = e_int[a, OPT]
+    for j in range(o_dense.shape[1]):
+        row[j] = o_dense[o, j]
+    s = o_start[o]
+    e = o_end[o] - 1
+    pstart = h_int[u, PSTART]
+    pend = h_int[u, PEND]
+    lopt = h_int[u, LOPT]
+    row[cols[R_DIST]] = -abs(s - (pend + 1))
+    ori = _orientation(pstart, pend, s, e)
+    row[cols[R_LR + ori]] += o_reo[o, ori]
+    if lopt >= 0:
+        row[cols[R_LR + 3 + ori]] += o_reo[lopt, 3 + ori]
+    row[cols[R_LM]] = LN10 * e_lm[a]
+
+
+@njit(cache=True, inline="always")
+def _goal_features(row, t, n, h, h_int, s_w, s_b, s_len, o_reo, cols, end_orientation, hw, hb, ow, ob):
+    """``row`` = the dense features of the goal edge after complete hypothesis h: the LM score of
+    ``</s>`` and, when scored, its last option's forward reordering score w.r.t. the sentence end
+    (``hw``, ``hb``, ``ow``, ``ob``: scratch LM states)."""
+    row[:] = 0.0
+    state = h_int[h, LMS]
+    for q in range(hw.shape[0]):
+        hw[q] = s_w[state, q]
+        hb[q] = s_b[state, q]
+    lp, _, _, _ = score_word(t, hw, hb, s_len[state], t.eos, ow, ob)
+    row[cols[R_LM]] = LN10 * lp
+    lopt = h_int[h, LOPT]
+    if end_orientation and lopt >= 0:
+        end_ori = MONO if h_int[h, PEND] == n - 1 else DISC
+        row[cols[R_LR + 3 + end_ori]] += o_reo[lopt, 3 + end_ori]
+
+
+@njit(cache=True, nogil=True)
+def best_path(t, n, h_int, h_flt, e_int, e_lm, st_mem, st_cnt, s_w, s_b, s_len, o_start, o_end, o_dense, o_reo,
+              cols, end_orientation):
+    """The 1-best without the search graph (what :func:`emit` and the graph's Viterbi path give): the
+    best complete hypothesis (stack n is sorted best first), the arcs of its best path from the empty
+    hypothesis, its score (with the goal edge's) and its dense features summed edge by edge in path
+    order, the goal edge last. No arcs and a score of -inf when no hypothesis is complete."""
+    d = o_dense.shape[1]
+    features = np.zeros(d)
+    if st_cnt[n] == 0:
+        return np.zeros(0, np.int64), -np.inf, features
+    best = st_mem[n, 0]
+    m = 0
+    h = best
+    while h != 0:
+        m += 1
+        h = e_int[h_int[h, BEST], TAIL]
+    arcs = np.empty(m, np.int64)
+    h = best
+    for i in range(m - 1, -1, -1):
+        arcs[i] = h_int[h, BEST]
+        h = e_int[arcs[i], TAIL]
+    row = np.zeros(d)
+    for i in range(m):
+        _arc_features(row, arcs[i], e_int, e_lm, h_int, o_start, o_end, o_dense, o_reo, cols)
+        for j in range(d):
+            if row[j] != 0.0:
+                features[j] += row[j]
+    c = s_w.shape[1]
+    _goal_features(row, t, n, best, h_int, s_w, s_b, s_len, o_reo, cols, end_orientation, np.empty(c, np.int32),
+                   np.empty(c), np.empty(c, np.int32), np.empty(c))
+    for j in range(d):
+        if row[j] != 0.0:
+            features[j] += row[j]
+    return arcs, h_flt[best, SCORE] + h_flt[best, FUT], features
+
+
 @njit(cache=True, nogil=True)
 def emit(t, n, h_int, e_int, e_lm, st_mem, st_cnt, s_w, s_b, s_len, o_start, o_end, o_dense, o_reo,
          o_tgt_off, o_tgt, cols, end_orientation):
@@ -1193,33 +1269,12 @@ def emit(t, n, h_int, e_int, e_lm, st_mem, st_cnt, s_w, s_b, s_len, o_start, o_e
             for q in range(o_tgt_off[o], o_tgt_off[o + 1]):
                 p += 1
                 tmpl[p] = o_tgt[q]
-            for j in range(d):
-                row[j] = o_dense[o, j]
-            s = o_start[o]
-            e = o_end[o] - 1
-            pstart = h_int[u, PSTART]
-            pend = h_int[u, PEND]
-            lopt = h_int[u, LOPT]
-            row[cols[R_DIST]] = -abs(s - (pend + 1))
-            ori = _orientation(pstart, pend, s, e)
-            row[cols[R_LR + ori]] += o_reo[o, ori]
-            if lopt >= 0:
-                row[cols[R_LR + 3 + ori]] += o_reo[lopt, 3 + ori]
-            row[cols[R_LM]] = LN10 * e_lm[a]
+            _arc_features(row, a, e_int, e_lm, h_int, o_start, o_end, o_dense, o_reo, cols)
         else:
             h = goal_tail[g]
             g += 1
             tails[x - 1] = node_of[h]
-            state = h_int[h, LMS]
-            for q in range(c):
-                hw[q] = s_w[state, q]
-                hb[q] = s_b[state, q]
-            lp, _, _, _ = score_word(t, hw, hb, s_len[state], t.eos, ow, ob)
-            row[cols[R_LM]] = LN10 * lp
-            lopt = h_int[h, LOPT]
-            if end_orientation and lopt >= 0:
-                end_ori = MONO if h_int[h, PEND] == n - 1 else DISC
-                row[cols[R_LR + 3 + end_ori]] += o_reo[lopt, 3 + end_ori]
+            _goal_features(row, t, n, h, h_int, s_w, s_b, s_len, o_reo, cols, end_orientation, hw, hb, ow, ob)
         for j in range(d):
             if row[j] != 0.0:
                 feat_ids[nnz] = j

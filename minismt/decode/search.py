@@ -69,7 +69,8 @@ MAX_SENTENCE_LENGTH = 256  # coverage bitsets of four 64-bit words
 class DecodeResult:
     """What decoding one sentence gives.
 
-    ``hypergraph`` is the search graph (goal last); ``best``/``score``/``features`` the
+    ``hypergraph`` is the search graph (goal last; None from ``decode(graph=False)``, whose
+    ``edge_spans`` and ``edge_rows`` are those of the 1-best's phrases); ``best``/``score``/``features`` the
     1-best translation, its model score ``w . h`` and its 15 dense feature values (order
     :data:`FEATURE_NAMES`); ``edge_spans`` int32[E, 2] the source span (end exclusive) of
     each hypergraph edge and ``edge_rows`` int64[E] its phrase-table row (-1 for
@@ -79,7 +80,7 @@ class DecodeResult:
     """
 
     source: list[str]
-    hypergraph: Hypergraph
+    hypergraph: Hypergraph | None
     best: str
     score: float
     features: np.ndarray
@@ -188,9 +189,12 @@ class Decoder:
         self._local = threading.local()
 
     # ---- public -------------------------------------------------------------------------
-    def decode(self, source: str | Sequence[str]) -> DecodeResult:
-        """Translate one tokenised sentence; returns its 1-best and search graph."""
-        return self._run(self._tokens(source, "source"), None)
+    def decode(self, source: str | Sequence[str], graph: bool = True) -> DecodeResult:
+        """Translate one tokenised sentence; returns its 1-best and search graph. ``graph=False``: the
+        1-best alone (the same translation, score and features), without building the search graph
+        (``hypergraph`` None; ``edge_spans`` and ``edge_rows`` those of the 1-best's phrases), as a
+        decoder asked for no k-best list, forest or MBR does."""
+        return self._run(self._tokens(source, "source"), None, graph)
 
     def force(self, source: str | Sequence[str], reference: str | Sequence[str]) -> DecodeResult | None:
         """Forced decoding: the search graph of the derivations of ``source`` whose target is
@@ -227,7 +231,7 @@ class Decoder:
     def _tokens(self, sentence, what: str) -> list[str]:
         return sentence_tokens(sentence, what, MAX_SENTENCE_LENGTH, "the coverage capacity")
 
-    def _run(self, tokens: list[str], reference: list[str] | None) -> DecodeResult | None:
+    def _run(self, tokens: list[str], reference: list[str] | None, graph: bool = True) -> DecodeResult | None:
         clock = time.perf_counter()
         model, w = self.model, self.weights
         n = len(tokens)
@@ -261,6 +265,9 @@ class Decoder:
             model.lm.tables, n, fc, search_options, scoring, limits, _kernels.Reference(forced, ref),
             self._transition_cache())
         t_search = time.perf_counter()
+        if not graph:
+            return self._best_only(tokens, options, h_int, h_flt, e_int, e_lm, st_mem, st_cnt, s_w, s_b, s_len, stats,
+                                   (clock, t_options, t_search))
 
         (n_nodes, in_offsets, tails, tail_offsets, feat_offsets, feat_ids, feat_values, tmpl_offsets, tmpl,
          node_hyp, edge_arc, arc_edge) = _kernels.emit(
@@ -320,13 +327,44 @@ class Decoder:
         return DecodeResult(
             source=tokens, hypergraph=hg, best=" ".join(self.vocab.decode(words)), score=float(finals[pick]),
             features=features, edge_spans=edge_spans, edge_rows=edge_rows, sparse=sparse,
-            stats={"options": len(options), "expansions": int(stats[_kernels.ST_EXPANSIONS]),
-                   "discarded": int(stats[_kernels.ST_DISCARDED]),
-                   "discarded_before_lm": int(stats[_kernels.ST_EARLY]),
-                   "recombined": int(stats[_kernels.ST_RECOMBINED]),
-                   "created": int(stats[_kernels.ST_CREATED]), "pruned": int(stats[_kernels.ST_PRUNED]),
-                   "lm_queries": int(stats[_kernels.ST_LM_CALLS]),
-                   "lm_cache_misses": int(stats[_kernels.ST_LM_MISSES])},
+            stats=_search_stats(len(options), stats),
             timings={"options": t_options - clock, "search": t_search - t_options, "hypergraph": t_emit - t_search,
                      "total": t_emit - clock})
+
+    def _best_only(self, tokens, options, h_int, h_flt, e_int, e_lm, st_mem, st_cnt, s_w, s_b, s_len, stats,
+                   clocks) -> DecodeResult:
+        """The 1-best from the search's arrays (:func:`~minismt.decode._kernels.best_path`), without the graph."""
+        clock, t_options, t_search = clocks
+        n = len(tokens)
+        arcs, score, features = _kernels.best_path(
+            self.model.lm.tables, n, h_int, h_flt, e_int, e_lm, st_mem, st_cnt, s_w, s_b, s_len, options.start,
+            options.end, options.dense, options.reordering, ROLE_COLS, self.score_end_orientation)
+        if arcs.shape[0] == 0 and n > 0:
+            raise InputError("no translation reaches the end of the sentence",
+                             expected="a distortion limit that lets every word be covered")
+        opts = e_int[arcs, _kernels.OPT]
+        words = [int(x) for o in opts.tolist() for x in options.tgt[options.tgt_offsets[o]:options.tgt_offsets[o + 1]]]
+        rows = options.row[opts]
+        sparse: dict[str, float] = {}
+        if self._sparse is not None:
+            offsets, ids, values = self._sparse.features(rows)
+            for index, value in zip(ids[:offsets[-1]].tolist(), values[:offsets[-1]].tolist()):
+                name = self.space.name(index)
+                sparse[name] = sparse.get(name, 0.0) + value
+        t_best = time.perf_counter()
+        return DecodeResult(
+            source=tokens, hypergraph=None, best=" ".join(self.vocab.decode(words)), score=float(score),
+            features=features, edge_spans=np.stack([options.start[opts], options.end[opts]], axis=1).astype(np.int32),
+            edge_rows=rows.astype(np.int64), sparse=sparse, stats=_search_stats(len(options), stats),
+            timings={"options": t_options - clock, "search": t_search - t_options, "hypergraph": 0.0,
+                     "total": t_best - clock})
+
+
+def _search_stats(n_options: int, stats: np.ndarray) -> dict[str, int]:
+    """The search's counts by name (:data:`~minismt.decode._kernels.N_STATS`)."""
+    return {"options": n_options, "expansions": int(stats[_kernels.ST_EXPANSIONS]),
+            "discarded": int(stats[_kernels.ST_DISCARDED]), "discarded_before_lm": int(stats[_kernels.ST_EARLY]),
+            "recombined": int(stats[_kernels.ST_RECOMBINED]), "created": int(stats[_kernels.ST_CREATED]),
+            "pruned": int(stats[_kernels.ST_PRUNED]), "lm_queries": int(stats[_kernels.ST_LM_CALLS]),
+            "lm_cache_misses": int(stats[_kernels.ST_LM_MISSES])}
 
