@@ -8,7 +8,9 @@ recombination states, spans, derivation sets, and keys to positions: :func:`hash
 :func:`hash_find`) mix integers with the splitmix64 finaliser :func:`mix64` (Steele, Lea & Flood
 2014, "Fast splittable pseudorandom number generators") and :func:`mix_in`,
 and hash word sequences polynomially with :data:`POLY_BASE`; the readers that intern the words
-and names of a file's bytes hash them with FNV-1a (:func:`fnv1a`).
+and names of a file's bytes hash them with FNV-1a (:func:`fnv1a`). Hot kernels that allocate
+nothing compile without reference counting (:func:`njit_borrowing`), and lookups into tables
+larger than the caches fetch their slots ahead (:func:`prefetch`).
 """
 
 from __future__ import annotations
@@ -16,7 +18,10 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
+from llvmlite import ir
+from numba import njit, types
+from numba.core import cgutils
+from numba.extending import intrinsic
 
 GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 """2**64 / golden ratio: splitmix64's increment, the seed of every hash chain."""
@@ -195,3 +200,24 @@ def heap_pop(heap, lo, size, score):
         i = parent
     heap[lo + i] = last
     return top
+
+
+@intrinsic
+def prefetch(typingctx, array, index):
+    """Ask the CPU to bring ``array[index]`` (1-D, ``0 <= index < len``) into its caches and go on (LLVM's
+    ``llvm.prefetch``, for reading): lookups whose addresses are known before they are needed overlap
+    their memory latencies instead of paying them one after the other."""
+    if not isinstance(array, types.Array) or array.ndim != 1 or not isinstance(index, types.Integer):
+        return None
+
+    def codegen(context, builder, signature, args):
+        array_type = signature.args[0]
+        view = context.make_array(array_type)(context, builder, args[0])
+        pointer = cgutils.get_item_pointer(context, builder, array_type, view, [args[1]])
+        i32 = ir.IntType(32)
+        function_type = ir.FunctionType(ir.VoidType(), [cgutils.voidptr_t, i32, i32, i32])
+        function = builder.module.declare_intrinsic("llvm.prefetch", [cgutils.voidptr_t], function_type)
+        builder.call(function, [builder.bitcast(pointer, cgutils.voidptr_t), i32(0), i32(3), i32(1)])
+        return context.get_dummy_value()
+
+    return types.none(array, index), codegen

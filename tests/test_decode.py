@@ -529,3 +529,18 @@ def test_multi30k_sentences_decode_deterministically(synthetic):
         np.testing.assert_array_equal(a.hypergraph.in_offsets, b.hypergraph.in_offsets)
         np.testing.assert_array_equal(a.hypergraph.feat_values, b.hypergraph.feat_values)
         np.testing.assert_array_equal(a.hypergraph.tmpl, b.hypergraph.tmpl)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(*[st.sampled_from([-0.0, 0.0, -1.5, -2.0]) for _ in range(3)]), max_size=40))
+def test_forward_classes_group_equal_triples_as_numpys_unique(triples):
+    reordering = np.zeros((len(triples), 6))
+    if triples:
+        reordering[:, 3:] = triples
+    classes = np.empty(len(triples), np.int32)
+    _kernels.forward_classes(reordering, classes)
+    if triples:
+        _, inverse = np.unique(reordering[:, 3:], axis=0, return_inverse=True)
+        inverse = inverse.reshape(-1)
+        same = inverse[:, None] == inverse[None, :]
+        assert ((classes[:, None] == classes[None, :]) == same).all()

@@ -282,6 +282,34 @@ def word_bounds(t, out):
 
 
 @njit(cache=True)
+def forward_classes(reordering, out):
+    """``out[o]`` = the class of option o's forward reordering scores ``reordering[o, 3:]``: options with
+    equal triples share one (numbered in order of first appearance), so the recombination state holds
+    a class instead of three floats."""
+    n = reordering.shape[0]
+    table = np.full(power_of_two(2 * max(n, 1)), -1, np.int64)
+    mask = table.shape[0] - 1
+    n_classes = 0
+    for o in range(n):
+        h = np.uint64(0)
+        for j in range(3, 6):
+            h = mix_in(h, np.float64(reordering[o, j] + 0.0).view(np.uint64))  # -0.0 and 0.0 alike
+        slot = np.int64(h & np.uint64(mask))
+        while True:
+            first = table[slot]
+            if first < 0:
+                table[slot] = o
+                out[o] = n_classes
+                n_classes += 1
+                break
+            if (reordering[first, 3] == reordering[o, 3] and reordering[first, 4] == reordering[o, 4]
+                    and reordering[first, 5] == reordering[o, 5]):
+                out[o] = out[first]
+                break
+            slot = (slot + 1) & mask
+
+
+@njit(cache=True)
 def future_costs(n, span_lo, span_hi, o_future, fc):
     """Koehn's future-cost table: ``fc[i, j]`` = best estimated score of translating words i..j-1.
 

@@ -185,11 +185,8 @@ def collect_options(model: PhraseModel, tokens: list[str], vocab: Vocabulary, we
         sorted_span = span[order]
         first = np.searchsorted(sorted_span, sorted_span, side="left")
         order = order[np.arange(order.shape[0]) - first < table_limit]
-    if n_opt:
-        _, fwd_class = np.unique(reordering[:, 3:], axis=0, return_inverse=True)
-        fwd_class = fwd_class.reshape(-1).astype(np.int32)
-    else:
-        fwd_class = np.zeros(0, dtype=np.int32)
+    fwd_class = np.empty(n_opt, dtype=np.int32)
+    _kernels.forward_classes(reordering, fwd_class)
     full = TranslationOptions(n, start, start + length, row, offsets, tgt, lm_ids, dense, reordering,
                               fwd_class, estimate, inner, st_words, st_backs, st_len, bound, future,
                               np.zeros((n, max_length), np.int64), np.zeros((n, max_length), np.int64), sparse)

@@ -35,7 +35,7 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
-from minismt._primitives import GOLDEN, MIX1, mix64, njit_borrowing
+from minismt._primitives import GOLDEN, MIX1, mix64, njit_borrowing, prefetch
 
 EMPTY = np.uint64(0)
 
@@ -187,6 +187,12 @@ def score_word(t, in_words, in_backoffs, in_length, word, out_words, out_backoff
             out_length = 1
     h = hash_start(word)
     left = t.uni_left[word]
+    if left:  # every context length's first slot at once: their memory latencies overlap
+        mask = np.int64(t.slots.shape[0] - 1)
+        hp = h
+        for i in range(min(in_length, t.order - 1)):
+            hp = hash_extend(hp, in_words[i], i + 2)
+            prefetch(t.slots, np.int64(slot_key(hp) & np.uint64(mask)))
     failed = False
     for i in range(in_length):
         k = i + 2
