@@ -758,56 +758,33 @@ def _prune_work(capacity):
 
 @njit(cache=True, inline="always")
 def _sort_best_first(totals, m, order, buffer):
-    """``order[:m]`` = 0..m-1 by ``totals`` descending, ties in index order (a bottom-up merge sort:
-    NumPy's stable ``argsort(-totals)`` without allocating)."""
+    """``order[:m]`` = 0..m-1 by ``totals`` descending, ties in index order (a bottom-up merge sort
+    through ``buffer``: NumPy's stable ``argsort(-totals)`` without allocating)."""
     for i in range(m):
         order[i] = i
-    in_order = True
     width = 1
     while width < m:
         for lo in range(0, m, 2 * width):
             mid = min(lo + width, m)
             hi = min(lo + 2 * width, m)
-            i, j, p = lo, mid, lo
-            while i < mid and j < hi:
-                a = order[i] if in_order else buffer[i]
-                b = order[j] if in_order else buffer[j]
-                if totals[b] > totals[a]:
-                    pick = b
-                    j += 1
-                else:
-                    pick = a
-                    i += 1
-                if in_order:
-                    buffer[p] = pick
-                else:
-                    order[p] = pick
-                p += 1
-            while i < mid:
-                if in_order:
+            i, j = lo, mid
+            for p in range(lo, hi):
+                if j >= hi or (i < mid and not totals[order[j]] > totals[order[i]]):
                     buffer[p] = order[i]
+                    i += 1
                 else:
-                    order[p] = buffer[i]
-                i += 1
-                p += 1
-            while j < hi:
-                if in_order:
                     buffer[p] = order[j]
-                else:
-                    order[p] = buffer[j]
-                j += 1
-                p += 1
-        in_order = not in_order
-        width *= 2
-    if not in_order:
+                    j += 1
         for i in range(m):
             order[i] = buffer[i]
+        width *= 2
 
 
 @njit_borrowing
 def _prune(stacks, k, limits, hyps, stats, work):
     """Keep the ``stack_size`` best hypotheses of stack k whose score + future cost is within
-    ``log_beam`` of the best (Moses' ``HypothesisStackNormal::PruneToSize``), sorted best first."""
+    ``log_beam`` of the best (Moses' ``HypothesisStackNormal::PruneToSize``), sorted best first
+    (``work``: :class:`PruneWork` for the stacks' capacity). Pruning a pruned stack changes nothing."""
     m = stacks.count[k]
     if m == 0:
         return

@@ -348,14 +348,14 @@ class Decoder:
         sparse: dict[str, float] = {}
         if self._sparse is not None:
             offsets, ids, values = self._sparse.features(rows)
-            for index, value in zip(ids[:offsets[-1]].tolist(), values[:offsets[-1]].tolist()):
+            for index, value in zip(ids.tolist(), values.tolist()):
                 name = self.space.name(index)
                 sparse[name] = sparse.get(name, 0.0) + value
         t_best = time.perf_counter()
         return DecodeResult(
             source=tokens, hypergraph=None, best=" ".join(self.vocab.decode(words)), score=float(score),
             features=features, edge_spans=np.stack([options.start[opts], options.end[opts]], axis=1).astype(np.int32),
-            edge_rows=rows.astype(np.int64), sparse=sparse, stats=_search_stats(len(options), stats),
+            edge_rows=rows, sparse=sparse, stats=_search_stats(len(options), stats),
             timings={"options": t_options - clock, "search": t_search - t_options, "hypergraph": 0.0,
                      "total": t_best - clock})
 
