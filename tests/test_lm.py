@@ -348,7 +348,8 @@ def test_every_context_of_a_tiny_model_sums_to_one(tmp_path):
     contexts = {()} | {words[:-1] for n in range(2, 5) for words, _, _ in model.items(n)}
     assert len(contexts) > 150
     for context in contexts:
-        assert distribution_sum(direct, context) == pytest.approx(1.0, abs=1e-9), context
+        # the query table holds float32 values as KenLM does (the estimate itself is checked to 1e-9 above)
+        assert distribution_sum(direct, context) == pytest.approx(1.0, abs=1e-6), context
         assert distribution_sum(via_arpa, context) == pytest.approx(1.0, abs=1e-6), context
 
 
@@ -588,3 +589,33 @@ def test_query_tables_folder_scores_as_the_arpa_file(tmp_path):
     (tmp_path / "lm.tables" / "lm.json").unlink()
     with pytest.raises(InputError, match="not a minismt LM folder"):
         LanguageModel.load(tmp_path / "lm.tables")
+
+
+def test_older_query_tables_are_rebuilt_once_from_the_arpa_file(tmp_path, capsys):
+    """A model folder whose query tables are of an older format: ``LanguageModel.of_model`` rebuilds them from the
+    model's ARPA file (and says so), then loads them as they are; without tables, the ARPA file is read."""
+    write_arpa(estimate_kn(["a b c d", "b c d e", "a c e"], order=3, discount_fallback=True), tmp_path / "lm.arpa")
+    files = {"lm_arpa": "lm.arpa", "lm_tables": "lm.tables"}
+    LanguageModel.from_arpa(tmp_path / "lm.arpa").save(tmp_path / "lm.tables")
+    info = tmp_path / "lm.tables" / "lm.json"
+    info.write_text(info.read_text().replace('"version": 2', '"version": 1'))
+    with pytest.raises(InputError, match="not a minismt LM folder"):
+        LanguageModel.load(tmp_path / "lm.tables")
+    rebuilt = LanguageModel.of_model(tmp_path, files)
+    assert "rebuilding the LM query tables" in capsys.readouterr().err
+    assert '"version": 2' in info.read_text()
+    assert rebuilt.score("a b c") == LanguageModel.from_arpa(tmp_path / "lm.arpa").score("a b c")
+    LanguageModel.of_model(tmp_path, files)
+    assert capsys.readouterr().err == ""
+    assert LanguageModel.of_model(tmp_path, {"lm_arpa": "lm.arpa"}).score("a b c") == rebuilt.score("a b c")
+
+
+def test_a_key_shared_by_two_ngrams_is_refused_naming_which():
+    """The query table knows an n-gram by its hash: a repeated n-gram and (were it to happen) two n-grams with
+    the same 62 hash bits are refused, each with its own message."""
+    from minismt.lm.query import _refuse_duplicate
+    rows = np.array([[3, 4, -1], [5, 6, -1], [3, 4, -1]], dtype=np.int32)
+    with pytest.raises(InputError, match="listed twice"):
+        _refuse_duplicate([None, rows], 2, 2)
+    with pytest.raises(InputError, match="same 62-bit hash"):
+        _refuse_duplicate([None, rows], 2, 1)

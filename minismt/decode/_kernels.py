@@ -264,21 +264,15 @@ def phrase_lm(t, ids, offsets, estimate, inner, st_words, st_backs, st_len):
 def word_bounds(t, out):
     """``out[w]`` >= log10 p(w | any context): the best log probability of an n-gram ending
     in w, plus C times the largest positive back-off (none in a Kneser-Ney model)."""
-    for w in range(out.shape[0]):
-        out[w] = t.uni_values[w, 0]
     positive = 0.0
     for w in range(out.shape[0]):
         if t.uni_values[w, 1] > positive:
             positive = t.uni_values[w, 1]
     for s in range(t.slots.shape[0]):
-        slot = t.slots[s]
-        if slot.key != 0:
-            if slot.logprob > out[slot.words[0]]:
-                out[slot.words[0]] = slot.logprob
-            if slot.backoff > positive:
-                positive = slot.backoff
+        if t.slots[s].key != 0 and t.slots[s].backoff > positive:
+            positive = t.slots[s].backoff
     for w in range(out.shape[0]):
-        out[w] += (t.order - 1) * positive
+        out[w] = t.ending_best[w] + (t.order - 1) * positive
 
 
 @njit(cache=True)

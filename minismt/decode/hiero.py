@@ -399,14 +399,7 @@ def store_and_lm(model_dir, lm: bool = True):
     any lines (:data:`~minismt.decode.settings.PER_CHUNK`); a model without a store is an :class:`InputError`."""
     from minismt.manifest import load_manifest
     manifest = load_manifest(model_dir, kind="hiero")
-    return _rule_store(model_dir, manifest), _model_lm(model_dir, manifest) if lm else None
-
-
-def _model_lm(model_dir, manifest: dict) -> LanguageModel:
-    """The LM of a model folder: its query tables, or its ARPA file (older models)."""
-    import os
-    return LanguageModel.load(os.path.join(model_dir, manifest["files"].get("lm_tables")
-                                           or manifest["files"]["lm_arpa"]))
+    return _rule_store(model_dir, manifest), LanguageModel.of_model(model_dir, manifest["files"]) if lm else None
 
 
 def _on_demand_path(model_dir, manifest: dict, name: str) -> str | None:
@@ -430,4 +423,4 @@ def load_model(model_dir, grammar: str, decoding: bool = False) -> tuple[HieroGr
         path = _on_demand_path(model_dir, manifest, grammar)
     else:
         raise InputError(f"no grammar {grammar!r} in the Hiero model", os.path.join(model_dir, "manifest.json"))
-    return HieroGrammar.load(path, decoding=decoding), _model_lm(model_dir, manifest), manifest
+    return HieroGrammar.load(path, decoding=decoding), LanguageModel.of_model(model_dir, manifest["files"]), manifest

@@ -93,7 +93,7 @@ class PhraseModel:
             raise InputError(f"manifest features {names}", os.path.join(model_dir, "manifest.json"),
                              expected="the 15 dense phrase-based features " + " ".join(FEATURE_NAMES))
         table = PhraseTable.load(os.path.join(model_dir, files["phrase_table"]))
-        lm = LanguageModel.load(os.path.join(model_dir, files.get("lm_tables") or files["lm_arpa"]))
+        lm = LanguageModel.of_model(model_dir, files)
         return cls(table, lm, manifest.get("default_weights"),
                    manifest.get("distortion_limit", DEFAULT_DISTORTION_LIMIT), path=model_dir)
 

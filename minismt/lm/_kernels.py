@@ -9,13 +9,17 @@ newest word towards its oldest, with the order mixed in at every step::
     h_k = mix(h_{k-1} ^ (w_{n-k+1} * M + k))        (k = 2 .. n)
 
 so the decoder extends a match one word to the left at O(1) cost, exactly as
-KenLM's probing model does. A slot is one record (:func:`slot_dtype`, 40-56
-bytes, so a lookup touches one cache line): the key, log10 probability and
-back-off, two flags and the n-gram's word ids (newest first, -1 padded) against
-which every hash hit is verified. ``extends``: the n-gram is the context of a
-longer one or has a non-zero back-off, which decides how far a state is kept;
-``left``: the n-gram is the suffix of a longer one, so a longer match may exist
-(KenLM's ``independent_left``, which saves the lookup that would fail).
+KenLM's probing model does. A slot is KenLM's 16 bytes (:data:`SLOT_DTYPE`, four
+to a cache line, so the table of a model of a million n-grams stays in the
+processor's last-level cache): the key, and the log10 probability and back-off as
+float32, the precision KenLM stores them in. As in KenLM, an n-gram is known by
+its hash alone: the key is the hash's low 62 bits (two distinct n-grams of one
+model sharing them is refused when the table is built; a query of an absent
+n-gram matching a stored key has a chance of about 2**-62 per probe). The two
+high bits are flags: ``EXTENDS``, the n-gram is the context of a longer one or has
+a non-zero back-off, which decides how far a state is kept; ``LEFT``, the n-gram
+is the suffix of a longer one, so a longer match may exist (KenLM's
+``independent_left``, which saves the lookup that would fail).
 
 Scoring follows KenLM's ``GenericModel::FullScore``: the probability of the
 longest n-gram ending in the word that the table holds, plus the back-offs of
@@ -40,11 +44,15 @@ from minismt._primitives import GOLDEN, MIX1, mix64, njit_borrowing, prefetch
 EMPTY = np.uint64(0)
 
 
-def slot_dtype(order: int) -> np.dtype:
-    """The record of one hash-table slot of an order-N model."""
-    return np.dtype([("key", np.uint64), ("logprob", np.float64), ("backoff", np.float64),
-                     ("extends", np.bool_), ("left", np.bool_), ("words", np.int32, (order,))],
-                    align=True)
+SLOT_DTYPE = np.dtype([("key", np.uint64), ("logprob", np.float32), ("backoff", np.float32)], align=True)
+"""The record of one hash-table slot (16 bytes)."""
+
+EXTENDS = np.uint64(1 << 63)
+"""Key flag: the n-gram is the context of a longer one or has a non-zero back-off."""
+LEFT = np.uint64(1 << 62)
+"""Key flag: the n-gram is the suffix of a longer one."""
+HASH_BITS = np.uint64((1 << 62) - 1)
+"""The key's bits that hold the hash."""
 
 
 class LMTables(NamedTuple):
@@ -57,15 +65,18 @@ class LMTables(NamedTuple):
     bos, eos, unk : int
         Word ids of ``<s>`` (1), ``</s>`` (2) and ``<unk>`` (0).
     uni_values : float64[V, 2]
-        log10 probability and log10 back-off of every word id.
+        log10 probability and log10 back-off of every word id (float32 values, as the n-grams').
     uni_extends : bool[V]
         The unigram is the context of a bigram or has a non-zero back-off.
     uni_left : bool[V]
         The unigram ends some bigram.
-    slots : record[C] of :func:`slot_dtype` (C a power of two)
-        The n-grams of orders 2..N: ``key`` (uint64, 0 = empty slot), ``logprob``,
-        ``backoff``, ``extends`` and ``left`` (as ``uni_extends``, ``uni_left``)
-        and ``words`` (int32[N], newest first, -1 after the n-gram's length).
+    slots : record[C] of :data:`SLOT_DTYPE` (C a power of two)
+        The n-grams of orders 2..N: ``key`` (uint64, 0 = empty slot: the hash's low
+        62 bits and the flags ``EXTENDS`` and ``LEFT``, as ``uni_extends``,
+        ``uni_left``), ``logprob`` and ``backoff``.
+    ending_best : float64[V]
+        The highest log10 probability of an n-gram (a unigram included) ending in
+        each word: what a decoder's optimistic LM estimate needs.
     """
 
     order: int
@@ -76,6 +87,7 @@ class LMTables(NamedTuple):
     uni_extends: np.ndarray
     uni_left: np.ndarray
     slots: np.ndarray
+    ending_best: np.ndarray
 
 
 @njit(cache=True)
@@ -92,8 +104,9 @@ def hash_extend(h, word, k):
 
 @njit(cache=True)
 def slot_key(h):
-    """The stored key of chain value ``h``: never 0, which marks an empty slot."""
-    return h if h != EMPTY else np.uint64(1)
+    """The hash bits stored for chain value ``h``: never 0, which marks an empty slot."""
+    key = h & HASH_BITS
+    return key if key != EMPTY else np.uint64(1)
 
 
 @njit(cache=True)
@@ -106,21 +119,14 @@ def ngram_hash(rev_words, k):
 
 
 @njit_borrowing
-def find_slot(slots, h, word, context, k):
-    """Slot of the k-gram ``word`` preceded by ``context[0], context[1], ...`` (newest first), or -1."""
+def find_slot(slots, h):
+    """Slot of the n-gram whose chain value is ``h``, or -1."""
     key = slot_key(h)
     mask = np.int64(slots.shape[0] - 1)
     s = np.int64(key & np.uint64(mask))
     while slots[s].key != EMPTY:
-        slot = slots[s]
-        if slot.key == key and slot.words[0] == word and (k == slot.words.shape[0] or slot.words[k] == -1):
-            same = True
-            for i in range(1, k):
-                if slot.words[i] != context[i - 1]:
-                    same = False
-                    break
-            if same:
-                return s
+        if slots[s].key & HASH_BITS == key:
+            return s
         s = (s + 1) & mask
     return -1
 
@@ -129,30 +135,25 @@ def find_slot(slots, h, word, context, k):
 def lookup_rows(slots, rev_rows, k, out):
     """``out[r]`` = slot of the k-gram ``rev_rows[r, :k]`` (newest first), -1 when absent."""
     for r in range(rev_rows.shape[0]):
-        h = ngram_hash(rev_rows[r], k)
-        out[r] = find_slot(slots, h, rev_rows[r, 0], rev_rows[r, 1:], k)
+        out[r] = find_slot(slots, ngram_hash(rev_rows[r], k))
 
 
 @njit(cache=True)
 def insert_rows(slots, rev_rows, k, logprob, backoff):
-    """Insert k-grams (words newest first); returns the first row already present, or -1."""
+    """Insert k-grams (words newest first); returns the first row whose key is already present, or -1."""
     mask = np.int64(slots.shape[0] - 1)
     for r in range(rev_rows.shape[0]):
         h = ngram_hash(rev_rows[r], k)
-        if find_slot(slots, h, rev_rows[r, 0], rev_rows[r, 1:], k) >= 0:
+        if find_slot(slots, h) >= 0:
             return r
         key = slot_key(h)
         s = np.int64(key & np.uint64(mask))
         while slots[s].key != EMPTY:
             s = (s + 1) & mask
         slot = slots[s]
-        slot.key = key
+        slot.key = key | EXTENDS if backoff[r] != 0.0 else key
         slot.logprob = logprob[r]
         slot.backoff = backoff[r]
-        slot.extends = backoff[r] != 0.0
-        slot.left = False
-        for i in range(slot.words.shape[0]):
-            slot.words[i] = rev_rows[r, i] if i < k else -1
     return -1
 
 
@@ -199,18 +200,18 @@ def score_word(t, in_words, in_backoffs, in_length, word, out_words, out_backoff
         if k > t.order or not left:
             break
         h = hash_extend(h, in_words[i], k)
-        s = find_slot(t.slots, h, word, in_words, k)
+        s = find_slot(t.slots, h)
         if s < 0:
             failed = True
             break
         slot = t.slots[s]
-        logprob = slot.logprob
-        left = slot.left
+        logprob = np.float64(slot.logprob)
+        left = slot.key & LEFT != EMPTY
         matched = k
         if k <= n_ctx:
             out_words[k - 1] = in_words[i]
             out_backoffs[k - 1] = slot.backoff
-            if slot.extends:
+            if slot.key & EXTENDS != EMPTY:
                 out_length = k
     for i in range(matched - 1, in_length):
         logprob += in_backoffs[i]
@@ -304,13 +305,12 @@ def mark_neighbours(t, rev_rows, k):
             t.uni_extends[row[1]] = True
             t.uni_left[row[0]] = True
             continue
-        ctx = row[1:k]
-        s = find_slot(t.slots, ngram_hash(ctx, k - 1), ctx[0], ctx[1:], k - 1)
+        s = find_slot(t.slots, ngram_hash(row[1:k], k - 1))
         if s < 0:
             return r
-        t.slots[s].extends = True
-        s = find_slot(t.slots, ngram_hash(row, k - 1), row[0], row[1:], k - 1)
+        t.slots[s].key |= EXTENDS
+        s = find_slot(t.slots, ngram_hash(row, k - 1))
         if s < 0:
             return r
-        t.slots[s].left = True
+        t.slots[s].key |= LEFT
     return -1

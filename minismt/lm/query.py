@@ -36,8 +36,10 @@ reachable.
 
 from __future__ import annotations
 
+import json
 import math
 import os
+import sys
 from dataclasses import dataclass, field
 from typing import Iterator, Sequence
 
@@ -52,7 +54,7 @@ from minismt.lm._kernels import LMTables
 from minismt.lm.arpa import BOS_ID, EOS_ID, UNK_ID, ArpaModel, read_arpa
 
 TABLES_FORMAT = "minismt-lm-tables"
-TABLES_VERSION = 1
+TABLES_VERSION = 2
 
 
 @dataclass(frozen=True)
@@ -80,6 +82,28 @@ def _reversed_rows(rows: np.ndarray, width: int) -> np.ndarray:
     out = np.full((rows.shape[0], width), -1, dtype=np.int32)
     out[:, :rows.shape[1]] = rows[:, ::-1]
     return out
+
+
+def _tables_version(path: str) -> int | None:
+    """The version a query tables folder says it is, None when it says nothing readable."""
+    try:
+        with open(os.path.join(path, "lm.json"), encoding="utf-8") as handle:
+            info = json.load(handle)
+    except (OSError, ValueError):
+        return None
+    if not isinstance(info, dict) or info.get("format") != TABLES_FORMAT or not isinstance(info.get("version"), int):
+        return None
+    return info["version"]
+
+
+def _refuse_duplicate(rev: list[np.ndarray], k: int, row: int) -> None:
+    """The error for the k-gram ``rev[k-1][row]`` whose key an earlier n-gram already has: the same n-gram
+    listed twice, or (about 1 in 10**7 for a model of a million n-grams) another with the same 62 hash bits."""
+    rows = rev[k - 1]
+    if np.any(np.all(rows[:row] == rows[row], axis=1)):
+        raise InputError(f"a {k}-gram is listed twice", expected="each n-gram once")
+    raise InputError(f"two n-grams of the model have the same 62-bit hash (the {k}-gram of row {row}); the query "
+                     "table cannot hold both", expected="a model without that pair (remove one n-gram)")
 
 
 def _ngram_text(vocab: Vocabulary, rev_row: np.ndarray, k: int) -> str:
@@ -121,11 +145,12 @@ class LanguageModel:
             return cls.from_arpa(path)
         try:
             info = read_folder_info(os.path.join(path, "lm.json"), TABLES_FORMAT, TABLES_VERSION, "minismt LM folder")
-            arrays = load_arrays(path, ("uni_values", "uni_extends", "uni_left", "slots", "vocab_utf8",
-                                        "vocab_offsets"))
+            arrays = load_arrays(path, ("uni_values", "uni_extends", "uni_left", "slots", "ending_best",
+                                        "vocab_utf8", "vocab_offsets"))
             words = array_to_words(arrays["vocab_utf8"], arrays["vocab_offsets"])
             order = int(info["order"])
-            if arrays["uni_values"].shape != (len(words), 2) or arrays["slots"].dtype != kernels.slot_dtype(order):
+            if (arrays["uni_values"].shape != (len(words), 2) or arrays["ending_best"].shape != (len(words),)
+                    or arrays["slots"].dtype != kernels.SLOT_DTYPE):
                 raise InputError("LM arrays of the wrong size or type", path)
         except InputError:
             raise
@@ -135,9 +160,10 @@ class LanguageModel:
         lm.order, lm.vocab = order, Vocabulary(words)
         lm._index = {w: i for i, w in enumerate(words)}
         # the record type with its aligned-struct flag, which .npy does not keep (numba types the two apart)
-        slots = arrays["slots"].view(kernels.slot_dtype(order))
+        slots = arrays["slots"].view(kernels.SLOT_DTYPE)
         lm.tables = LMTables(order=order, bos=BOS_ID, eos=EOS_ID, unk=UNK_ID, uni_values=arrays["uni_values"],
-                             uni_extends=arrays["uni_extends"], uni_left=arrays["uni_left"], slots=slots)
+                             uni_extends=arrays["uni_extends"], uni_left=arrays["uni_left"], slots=slots,
+                             ending_best=arrays["ending_best"])
         return lm
 
     def save(self, path: str | os.PathLike) -> None:
@@ -147,9 +173,34 @@ class LanguageModel:
         utf8, offsets = words_to_array(self.vocab.words)
         with replaced_folder(path) as partial:
             save_arrays(partial, {"uni_values": t.uni_values, "uni_extends": t.uni_extends, "uni_left": t.uni_left,
-                                  "slots": t.slots, "vocab_utf8": utf8, "vocab_offsets": offsets})
+                                  "slots": t.slots, "ending_best": t.ending_best, "vocab_utf8": utf8,
+                                  "vocab_offsets": offsets})
             write_folder_info(os.path.join(partial, "lm.json"),
                               {"format": TABLES_FORMAT, "version": TABLES_VERSION, "order": self.order})
+
+    @classmethod
+    def of_model(cls, model_dir: str | os.PathLike, files: dict) -> "LanguageModel":
+        """The LM of a model folder whose manifest lists ``files``: its query tables (``lm_tables``), else its
+        ARPA file (``lm_arpa``, models older than the tables). Tables of an older format are rebuilt from the
+        ARPA file first, once (under a lock beside them, so that processes loading the model together build
+        them once), or in memory only when the folder cannot be written."""
+        arpa = os.path.join(model_dir, files["lm_arpa"])
+        if not files.get("lm_tables"):
+            return cls.load(arpa)
+        path = os.path.join(model_dir, files["lm_tables"])
+        if _tables_version(path) in (None, TABLES_VERSION):
+            return cls.load(path)
+        import fcntl
+        try:
+            with open(path + ".lock", "w") as lock:
+                fcntl.flock(lock, fcntl.LOCK_EX)
+                if _tables_version(path) != TABLES_VERSION:
+                    print(f"rebuilding the LM query tables {path} (an older format) from {arpa}", file=sys.stderr,
+                          flush=True)
+                    cls.from_arpa(arpa).save(path)
+        except OSError:
+            return cls.from_arpa(arpa)
+        return cls.load(path)
 
     @classmethod
     def from_model(cls, model: ArpaModel) -> "LanguageModel":
@@ -163,7 +214,8 @@ class LanguageModel:
         if model.ngrams[0].shape[0] != size or np.any(model.ngrams[0][:, 0] != np.arange(size)):
             raise InputError("unigram rows are not the word ids 0..V-1", expected="an ArpaModel from "
                              "read_arpa or estimate_kn")
-        uni_values = np.column_stack([model.logprob[0], model.backoff[0]]).astype(np.float64)
+        # every value at float32 precision, as KenLM holds them (the n-gram slots store float32)
+        uni_values = np.column_stack([model.logprob[0], model.backoff[0]]).astype(np.float32).astype(np.float64)
         rev = [_reversed_rows(model.ngrams[k - 1], order) for k in range(1, order + 1)]
         probs = [np.asarray(p, dtype=np.float64) for p in model.logprob]
         backs = [np.asarray(b, dtype=np.float64) for b in model.backoff]
@@ -186,14 +238,17 @@ class LanguageModel:
     @staticmethod
     def _fill(order, uni_values, rev, probs, backs) -> LMTables:
         entries = sum(r.shape[0] for r in rev[1:])
-        slots = np.zeros(_capacity(entries), dtype=kernels.slot_dtype(order))
+        slots = np.zeros(_capacity(entries), dtype=kernels.SLOT_DTYPE)
+        ending_best = uni_values[:, 0].copy()
         for k in range(2, order + 1):
             dup = kernels.insert_rows(slots, rev[k - 1], k, probs[k - 1], backs[k - 1])
             if dup >= 0:
-                raise InputError(f"a {k}-gram is listed twice", expected="each n-gram once")
+                _refuse_duplicate(rev, k, dup)
+            np.maximum.at(ending_best, rev[k - 1][:, 0], probs[k - 1].astype(np.float32))
         return LMTables(order=order, bos=BOS_ID, eos=EOS_ID, unk=UNK_ID, uni_values=uni_values,
                         uni_extends=uni_values[:, 1] != 0.0,
-                        uni_left=np.zeros(uni_values.shape[0], dtype=np.bool_), slots=slots)
+                        uni_left=np.zeros(uni_values.shape[0], dtype=np.bool_), slots=slots,
+                        ending_best=ending_best)
 
     @staticmethod
     def _blanks(t: LMTables, rev: list[np.ndarray]) -> dict:
