@@ -480,6 +480,24 @@ def test_lm_bounds_are_upper_bounds(synthetic):
             _, state = lm.score_word(state, word)
 
 
+def test_discarding_on_the_lm_bounds_changes_nothing_but_the_lookups(synthetic, monkeypatch):
+    """Expansions are discarded on the LM bounds before their lookups and between them; with bounds that
+    discard nothing the search makes the same hypotheses, arcs, prunings and translations, with more lookups."""
+    model, _, test = synthetic
+    with_bounds = [Decoder(model, stack_size=20).decode(x) for x in test[:12]]
+    monkeypatch.setattr(model, "lm_bounds", np.full_like(model.lm_bounds, 1e3))
+    without = [Decoder(model, stack_size=20).decode(x) for x in test[:12]]
+    same = ("expansions", "discarded", "recombined", "created", "pruned")
+    for a, b in zip(with_bounds, without):
+        assert b.stats["discarded_before_lm"] == 0
+        assert [a.stats[k] for k in same] == [b.stats[k] for k in same]
+        assert (a.best, a.score, a.features.tolist()) == (b.best, b.score, b.features.tolist())
+        assert a.edge_spans.tolist() == b.edge_spans.tolist() and a.edge_rows.tolist() == b.edge_rows.tolist()
+    saved = sum(b.stats["lm_queries"] - a.stats["lm_queries"] for a, b in zip(with_bounds, without))
+    early = sum(a.stats["discarded_before_lm"] for a in with_bounds)
+    assert early > 0 and saved > early
+
+
 # ----------------------------------------------------------------------------- forced decoding
 
 def test_forced_decoding_reaches_the_decoder_output_and_nothing_else(synthetic):

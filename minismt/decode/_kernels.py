@@ -108,7 +108,9 @@ class Scoring(NamedTuple):
 
     ``reordering`` float64[6], ``distortion``, ``lm`` (per log10 unit, i.e. times ln 10);
     ``eos_bound`` an upper bound of log10 p(``</s>``) in any context; ``end_orientation``:
-    score the last phrase's forward orientation w.r.t. the sentence end.
+    score the last phrase's forward orientation w.r.t. the sentence end; ``word_bounds``
+    float64[LM vocabulary] an upper bound of each word's log10 probability in any context
+    (:func:`word_bounds`).
     """
 
     reordering: np.ndarray
@@ -116,6 +118,7 @@ class Scoring(NamedTuple):
     lm: float
     eos_bound: float
     end_orientation: bool
+    word_bounds: np.ndarray
 
 
 class Limits(NamedTuple):
@@ -558,7 +561,8 @@ def _end_score(scoring, options, o, end_ori):
 def _bound(partial, scoring, options, o, complete, end_ori, fut):
     """An upper bound of the score + future cost of an expansion: its LM score bounded by the best
     probability of each word in any context, so that one below the stack's threshold is
-    discarded before any LM lookup."""
+    discarded before any LM lookup (and, with each looked-up word's probability in place of
+    its bound, before the lookups of the words after it)."""
     w_lm = scoring.lm
     lm_bound = options.lm_bound[o]
     eos_bound = scoring.eos_bound
@@ -940,8 +944,8 @@ def _expand(t, n, fc, options, scoring, limits, reference, cache, o_state, hyps,
                             continue
                         stats[ST_EXPANSIONS] += 1
                         partial = base + options.static[o] + scoring.reordering[ori] * options.reordering[o, ori]
-                        if early and (_bound(partial, scoring, options, o, complete, end_ori, fut_new)
-                                      + _BOUND_SLACK < stacks.worst[k2]):
+                        bound = _bound(partial, scoring, options, o, complete, end_ori, fut_new)
+                        if early and bound + _BOUND_SLACK < stacks.worst[k2]:
                             stats[ST_DISCARDED] += 1
                             stats[ST_EARLY] += 1
                             continue
@@ -951,6 +955,7 @@ def _expand(t, n, fc, options, scoring, limits, reference, cache, o_state, hyps,
                         lm = 0.0
                         eos_lp = 0.0
                         m = t_len if t_len < c else c
+                        beaten = False
                         for q in range(m + 1 if complete else m):
                             word = options.lm_ids[t_lo + q] if q < m else t.eos
                             if q == m and t_len >= c:
@@ -963,8 +968,17 @@ def _expand(t, n, fc, options, scoring, limits, reference, cache, o_state, hyps,
                             if q < m:
                                 lm += lp
                                 state = nxt
+                                # the bound with this word's probability in place of its bound: the
+                                # words after it need no lookup once it falls below the stack's threshold
+                                bound += scoring.lm * (lp - scoring.word_bounds[word])
+                                if early and (q + 1 < m or complete) and bound + _BOUND_SLACK < stacks.worst[k2]:
+                                    beaten = True
+                                    break
                             else:
                                 eos_lp = lp
+                        if beaten:
+                            stats[ST_DISCARDED] += 1
+                            continue
                         if t_len >= c:
                             lm += options.lm_inner[o]
                             state = o_state[o]

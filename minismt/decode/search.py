@@ -259,7 +259,8 @@ class Decoder:
             options.tgt, options.lm_ids, options.lm_inner, options.lm_state_words, options.lm_state_backs,
             options.lm_state_len, options.lm_bound, options.span_lo, options.span_hi)
         scoring = _kernels.Scoring(w_reo, float(w[ROLE_COLS[6]]), float(w[LM_COL] * math.log(10.0)),
-                                   float(model.lm_bounds[model.lm.tables.eos]), self.score_end_orientation)
+                                   float(model.lm_bounds[model.lm.tables.eos]), self.score_end_orientation,
+                                   model.lm_bounds)
         limits = _kernels.Limits(self.stack_size, log_beam, self.distortion_limit)
         (h_int, h_flt, _, e_int, e_lm, st_mem, st_cnt, s_w, s_b, s_len, stats) = _kernels.search(
             model.lm.tables, n, fc, search_options, scoring, limits, _kernels.Reference(forced, ref),
