@@ -597,7 +597,7 @@ def _add_tune(sub) -> None:
     p.add_argument("--tuner", required=True, metavar="NAME",
                    help="the tuner: mert, pro, apro, kbmira (n-best); oro, o-oro, mira (online, decode "
                         "their own mini-batches); listnet, listnet-te, listmle, listmle-top5, "
-                        "listmle-te (listwise); structsvm (structured SVM); hg-mert (hypergraph "
+                        "listmle-te (listwise); structsvm (structured SVM); rampion (ramp loss by CCCP); hg-mert (hypergraph "
                         "MERT); minrisk, hg-minrisk (minimum risk: expected BLEU on k-best lists or "
                         "whole forests); nbl-bo, hg-bo, chg-bo, hg-rembo (Bayesian optimisation on "
                         "k-best lists or forests)")

@@ -37,8 +37,9 @@ def toy_kbest(n_sentences=40, k=25, seed=0):
 
 
 def seeded_params(cls):
-    """A seed where the tuner takes one; no interpolation with the start point (PRO's Psi) and a wide
-    box for box-bounded tuners (BO), so that one fit shows what the optimiser itself does."""
+    """A seed where the tuner takes one; no interpolation with the start point (PRO's Psi), a wide box for
+    box-bounded tuners (BO) and a step for the toy's unit-scale features (RAMPION), so that one fit shows
+    what the optimiser itself does."""
     params = {}
     signature = inspect.signature(cls.__init__).parameters
     if "seed" in signature:
@@ -47,6 +48,8 @@ def seeded_params(cls):
         params["psi"] = 1.0
     if "bound" in signature:  # Bayesian optimisation searches a box w0 +- bound: wide enough to flip signs
         params.update(bound=2.0, steps=30)
+    if "ssd_iterations" in signature:  # RAMPION's step 1e-4 is cdec's, for features of log-probability scale
+        params["eta"] = 0.01
     return params
 
 
