@@ -593,7 +593,8 @@ def test_query_tables_folder_scores_as_the_arpa_file(tmp_path):
 
 def test_older_query_tables_are_rebuilt_once_from_the_arpa_file(tmp_path, capsys):
     """A model folder whose query tables are of an older format: ``LanguageModel.of_model`` rebuilds them from the
-    model's ARPA file (and says so), then loads them as they are; without tables, the ARPA file is read."""
+    model's ARPA file (and says so), then loads them as they are; without tables, the ARPA file is read; tables
+    of a newer format are refused and left as they are."""
     write_arpa(estimate_kn(["a b c d", "b c d e", "a c e"], order=3, discount_fallback=True), tmp_path / "lm.arpa")
     files = {"lm_arpa": "lm.arpa", "lm_tables": "lm.tables"}
     LanguageModel.from_arpa(tmp_path / "lm.arpa").save(tmp_path / "lm.tables")
@@ -608,6 +609,10 @@ def test_older_query_tables_are_rebuilt_once_from_the_arpa_file(tmp_path, capsys
     LanguageModel.of_model(tmp_path, files)
     assert capsys.readouterr().err == ""
     assert LanguageModel.of_model(tmp_path, {"lm_arpa": "lm.arpa"}).score("a b c") == rebuilt.score("a b c")
+    info.write_text(info.read_text().replace('"version": 2', '"version": 3'))   # newer: refused, not rebuilt
+    with pytest.raises(InputError, match="not a minismt LM folder"):
+        LanguageModel.of_model(tmp_path, files)
+    assert '"version": 3' in info.read_text()
 
 
 def test_a_key_shared_by_two_ngrams_is_refused_naming_which():

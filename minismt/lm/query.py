@@ -84,16 +84,16 @@ def _reversed_rows(rows: np.ndarray, width: int) -> np.ndarray:
     return out
 
 
-def _tables_version(path: str) -> int | None:
-    """The version a query tables folder says it is, None when it says nothing readable."""
+def _older_tables(path: str) -> bool:
+    """Whether ``path`` is a query tables folder of an older version than this one reads (a newer one, or
+    anything else, is left to :meth:`LanguageModel.load` to refuse)."""
     try:
         with open(os.path.join(path, "lm.json"), encoding="utf-8") as handle:
             info = json.load(handle)
     except (OSError, ValueError):
-        return None
-    if not isinstance(info, dict) or info.get("format") != TABLES_FORMAT or not isinstance(info.get("version"), int):
-        return None
-    return info["version"]
+        return False
+    return (isinstance(info, dict) and info.get("format") == TABLES_FORMAT and isinstance(info.get("version"), int)
+            and info["version"] < TABLES_VERSION)
 
 
 def _refuse_duplicate(rev: list[np.ndarray], k: int, row: int) -> None:
@@ -188,13 +188,13 @@ class LanguageModel:
         if not files.get("lm_tables"):
             return cls.load(arpa)
         path = os.path.join(model_dir, files["lm_tables"])
-        if _tables_version(path) in (None, TABLES_VERSION):
+        if not _older_tables(path):
             return cls.load(path)
         import fcntl
         try:
             with open(path + ".lock", "w") as lock:
                 fcntl.flock(lock, fcntl.LOCK_EX)
-                if _tables_version(path) != TABLES_VERSION:
+                if _older_tables(path):
                     print(f"rebuilding the LM query tables {path} (an older format) from {arpa}", file=sys.stderr,
                           flush=True)
                     cls.from_arpa(arpa).save(path)
