@@ -531,17 +531,18 @@ def test_forest_pruning_keeps_the_viterbi_and_few_edges(tmp_path):
         TuningRun(decoder, refs, "hg-mert", tmp_path / "bad", forest_prune=-1)
 
 
-def test_real_cdec_step_search_decodes_lists_and_forests_in_one_run(tmp_path, monkeypatch):
-    """minismt tune --decoder cdec with MERT on the real cdec (decode_nc): each iteration's one cdec run prints
-    the 100-best lists and writes the binary forests the step search reads; the tuned weights file, decoded by
-    cdec, gives exactly the best dev BLEU the run reported."""
+@pytest.mark.parametrize("tuner", ["mert", "rampion"])
+def test_real_cdec_step_search_decodes_lists_and_forests_in_one_run(tuner, tmp_path, monkeypatch):
+    """minismt tune --decoder cdec with MERT (and RAMPION, cdec's rampion_cccp) on the real cdec (decode_nc): each
+    iteration's one cdec run prints the 100-best lists and writes the binary forests the step search reads; the
+    tuned weights file, decoded by cdec, gives exactly the best dev BLEU the run reported."""
     command = real_cdec()
     system = tmp_path / "system"
     shutil.copytree(shared_path("fixtures", "cdec", "decode_nc"), system)
     monkeypatch.chdir(system)
     run_dir = tmp_path / "run"
     assert cli(["tune", "--decoder", "cdec", "--decoder-cmd", command, "--config", "cdec.run.ini", "--init",
-                "weights.init", "--dev-src", "dev.src", "--dev-ref", "dev.refs", "--tuner", "mert", "--iterations",
+                "weights.init", "--dev-src", "dev.src", "--dev-ref", "dev.refs", "--tuner", tuner, "--iterations",
                 "2", "--seed", "1", "--run-dir", str(run_dir), "--quiet"]) == 0
     history = json.loads((run_dir / "checkpoint.json").read_text())["history"]
     assert len(history) == 2 and all(0 <= r["step"] <= 1 and r["step_bleu"] is not None for r in history)
