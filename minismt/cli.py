@@ -636,7 +636,7 @@ def _add_tune(sub) -> None:
                         "pruning does (weights that grow prune ever harder); not done when a fixed feature has "
                         "a non-zero weight. 'none': the tuner's weights as they are. Default: 'l1' for the "
                         "n-best tuners (mert, pro, apro, kbmira, listwise, structsvm; not nbl-bo, whose box "
-                        "is in the weights' units), else 'none'")
+                        "is in the weights' units, nor rampion, whose step and cost scale are), else 'none'")
     p.add_argument("--keep-forests", action="store_true",
                    help="--decoder moses|cdec with a hypergraph tuner: keep every decode's forests in "
                         "RUN_DIR/decoder/decode.N/hypergraphs (by default each is deleted once read)")

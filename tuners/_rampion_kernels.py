@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from minismt.kbest._kernels import row_score
+from minismt.kbest._kernels import row_axpy, row_score
 
 RESCALE_BELOW = 1e-3
 """When ``scale`` falls below this, it is folded into ``v`` (an O(features) pass, rare)."""
@@ -39,14 +39,6 @@ def hopes(offsets, features, indptr, indices, values, v, scale, cost, alpha, out
 
 
 @njit(cache=True)
-def _add_row(features, indptr, indices, values, row, factor, v):
-    for col in range(features.shape[1]):
-        v[col] += factor * features[row, col]
-    for j in range(indptr[row], indptr[row + 1]):
-        v[indices[j]] += factor * values[j]
-
-
-@njit(cache=True)
 def subgradient_pass(offsets, features, indptr, indices, values, v, scale, cost, alpha, goals, eta, shrink):
     """One pass of stochastic subgradient descent over the instances in order (cdec's ``rampion_cccp``
     inner loop): per instance, the fear under the current weights, the weights shrunk by ``shrink`` (the
@@ -60,8 +52,8 @@ def subgradient_pass(offsets, features, indptr, indices, values, v, scale, cost,
                 v[col] *= scale[0]
             scale[0] = 1.0
         if fear != goals[i]:
-            _add_row(features, indptr, indices, values, goals[i], eta / scale[0], v)
-            _add_row(features, indptr, indices, values, fear, -eta / scale[0], v)
+            row_axpy(goals[i], eta / scale[0], features, indptr, indices, values, v)
+            row_axpy(fear, -eta / scale[0], features, indptr, indices, values, v)
 
 
 @njit(cache=True)

@@ -45,18 +45,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from minismt.kbest._kernels import row_score
-
-
-@njit(cache=True)
-def _row_axpy(r, coef, features, indptr, indices, values, w):
-    """``w += coef * f_r``."""
-    if coef == 0.0:
-        return
-    for j in range(features.shape[1]):
-        w[j] += coef * features[r, j]
-    for p in range(indptr[r], indptr[r + 1]):
-        w[indices[p]] += coef * values[p]
+from minismt.kbest._kernels import row_axpy, row_score
 
 
 @njit(cache=True)
@@ -133,8 +122,8 @@ def rebuild_weights(offsets, features, indptr, indices, values, ref_features, re
             r = members[lo + j]
             total += alpha[r]
             scaled += alpha[r] * c[r]
-            _row_axpy(r, -alpha[r] * c[r], features, indptr, indices, values, w)
-        _row_axpy(i, scaled, ref_features, ref_indptr, ref_indices, ref_values, w)
+            row_axpy(r, -alpha[r] * c[r], features, indptr, indices, values, w)
+        row_axpy(i, scaled, ref_features, ref_indptr, ref_indices, ref_values, w)
         sigma[i] = total
 
 
@@ -187,11 +176,11 @@ def _solve_block_l1(i, lo, features, indptr, indices, values, ref_features, ref_
             alpha[down] = 0.0 if t == available else alpha[down] - t
         else:
             alpha0[i] = 0.0 if t == available else alpha0[i] - t
-        _row_axpy(i, t * (cu - cd), ref_features, ref_indptr, ref_indices, ref_values, w)
+        row_axpy(i, t * (cu - cd), ref_features, ref_indptr, ref_indices, ref_values, w)
         if up >= 0:
-            _row_axpy(up, -t * cu, features, indptr, indices, values, w)
+            row_axpy(up, -t * cu, features, indptr, indices, values, w)
         if down >= 0:
-            _row_axpy(down, t * cd, features, indptr, indices, values, w)
+            row_axpy(down, t * cd, features, indptr, indices, values, w)
         steps += 1
     return steps
 
@@ -232,8 +221,8 @@ def _solve_block_l2(i, lo, features, indptr, indices, values, ref_features, ref_
         alpha[best] = new
         sigma[i] += t
         cr = c[best] * t
-        _row_axpy(i, cr, ref_features, ref_indptr, ref_indices, ref_values, w)
-        _row_axpy(best, -cr, features, indptr, indices, values, w)
+        row_axpy(i, cr, ref_features, ref_indptr, ref_indices, ref_values, w)
+        row_axpy(best, -cr, features, indptr, indices, values, w)
         steps += 1
     return steps
 
@@ -330,8 +319,8 @@ def _face_cg(offsets, features, indptr, indices, values, ref_features, ref_indpt
             for k in range(start[q], start[q + 1]):
                 r = free[k]
                 scaled += direction[k] * c[r]
-                _row_axpy(r, -direction[k] * c[r], features, indptr, indices, values, scratch)
-            _row_axpy(i, scaled, ref_features, ref_indptr, ref_indices, ref_values, scratch)
+                row_axpy(r, -direction[k] * c[r], features, indptr, indices, values, scratch)
+            row_axpy(i, scaled, ref_features, ref_indptr, ref_indices, ref_values, scratch)
         curvature = 0.0
         slope = 0.0
         t_max = np.inf

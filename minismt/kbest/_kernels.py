@@ -31,6 +31,17 @@ def row_score(features, indptr, indices, values, w, row):
 
 
 @njit(cache=True)
+def row_axpy(row, coef, features, indptr, indices, values, w):
+    """``w += coef * h_row``: one hypothesis' dense row, then its sparse (CSR) entries."""
+    if coef == 0.0:
+        return
+    for col in range(features.shape[1]):
+        w[col] += coef * features[row, col]
+    for j in range(indptr[row], indptr[row + 1]):
+        w[indices[j]] += coef * values[j]
+
+
+@njit(cache=True)
 def model_scores(features, indptr, indices, values, w, out):
     """``out[row] = w . h_row`` for every hypothesis (:func:`row_score`, so every tuner kernel that
     scores rows one at a time gets the same bits)."""
