@@ -48,10 +48,10 @@ SAMPLING_TUNERS = ("mert", "kbmira", "pro", "oro", "o-oro", "listnet", "listnet-
                    "listmle-te", "nbl-bo", "mira")
 """The tuners whose runs depend on the seed (random starts, sampled pairs, shuffled instances or mini-batches)."""
 ALL_TUNER_RUNS = ([(tuner, seed) for tuner in SAMPLING_TUNERS for seed in (1, 2, 3)]
-                  + [("apro", 1), ("structsvm", 1), ("minrisk", 1), ("hg-minrisk", 1)])
+                  + [("apro", 1), ("structsvm", 1), ("minrisk", 1), ("rampion", 1), ("hg-minrisk", 1)])
 """``runs="all-tuners"``: every tuner that fits on k-best lists or decodes its own batches (the tuners the step
-search serves), three seeds each, one run of the deterministic ones (APRO, StructSVM, minimum risk: their
-seed is unused), and forest minimum risk on the whole search graphs (on graphs pruned to 50 edges per
+search serves), three seeds each, one run of the deterministic ones (APRO, StructSVM, minimum risk, RAMPION:
+their seed is unused), and forest minimum risk on the whole search graphs (on graphs pruned to 50 edges per
 reference word its second step on the long Hiero setting fell 0.92 below the start). The other forest tuners
 (hg-mert and the BO family on forests) were not rerun: the step search and the decoding scale leave them as
 they were."""
@@ -126,6 +126,7 @@ def run(quick: bool = False, iterations: int = 6, stack: int = 100, jobs: int = 
             if quick:
                 tests["test2017"] = tuple(side[:quick_sentences] for side in tests["test2017"])
         untuned = None
+        untuned_output = None  # the untuned weights' test 1-best, against which each run's final output is tested
         if runs is None or runs == "seeds":
             runs = QUICK_RUNS if quick else DEFAULT_RUNS if runs is None else SEED_RUNS
         elif runs == "every-tuner":
@@ -151,6 +152,9 @@ def run(quick: bool = False, iterations: int = 6, stack: int = 100, jobs: int = 
             if test_2017 and untuned is None:
                 untuned = {name: _test_bleu(model, decoder.default_weights, decoder.space, *pair, settings)[0]
                            for name, pair in tests.items()}
+            if untuned_output is None:
+                untuned_output = _test_decode(model, decoder.default_weights, decoder.space, test_src, settings)
+                untuned_bleu = _bleu_and_ratio(untuned_output, test_ref)[0]
             run_dir = Path(tmp) / f"run-{len(results)}"
             started = time.perf_counter()
             tuning = TuningRun(decoder, [[r] for r in dev_ref], tuner, run_dir, max_iter=iterations,
@@ -160,11 +164,12 @@ def run(quick: bool = False, iterations: int = 6, stack: int = 100, jobs: int = 
             seconds = time.perf_counter() - started
             decoder.close()
             per_iteration = []
-            test_bleu = {}
+            test_bleu, test_output = {}, {}
             for record in tuning.history:
                 weights = tuple(record.weights)
                 if test_every_iteration and weights not in test_bleu:
-                    test_bleu[weights] = _test_bleu(model, weights, decoder.space, test_src, test_ref, settings)
+                    test_output[weights] = _test_decode(model, weights, decoder.space, test_src, settings)
+                    test_bleu[weights] = _bleu_and_ratio(test_output[weights], test_ref)
                 per_iteration.append({"iteration": record.iteration, "dev_bleu": round(100 * record.dev_bleu, 2),
                                       "test_bleu": test_bleu.get(weights, (None,))[0], "seconds": record.seconds,
                                       "dev_length_ratio": record.dev_length_ratio,
@@ -174,15 +179,18 @@ def run(quick: bool = False, iterations: int = 6, stack: int = 100, jobs: int = 
                                       "full_step_bleu": None if record.step is None
                                       else round(100 * record.full_step_bleu, 2)})
             final_key = tuple(float(x) for x in final)
-            if final_key not in test_bleu:
-                test_bleu[final_key] = _test_bleu(model, final_key, decoder.space, test_src, test_ref, settings)
+            if final_key not in test_output:
+                test_output[final_key] = _test_decode(model, final_key, decoder.space, test_src, settings)
+                test_bleu[final_key] = _bleu_and_ratio(test_output[final_key], test_ref)
             if test_2017:
                 result_2017 = _test_bleu(model, final_key, decoder.space, *tests["test2017"], settings)[0]
             best_dev = max(r.dev_bleu for r in tuning.history)
             result = {"tuner": label, "seed": seed, "tuning_seconds": round(seconds, 1),
                       "iterations": per_iteration, "final_weights": list(final_key),
                       "final_dev_bleu": round(100 * best_dev, 2), "final_test_bleu": test_bleu[final_key][0],
-                      "final_test_length_ratio": test_bleu[final_key][1]}
+                      "final_test_length_ratio": test_bleu[final_key][1],
+                      "final_test_bleu_change": round(test_bleu[final_key][0] - untuned_bleu, 2),
+                      "final_test_p_vs_untuned": _p_value(untuned_output, test_output[final_key], test_ref)}
             if test_2017:
                 result["final_test_2017_bleu"] = result_2017
             if settings.sparse_features:
@@ -197,6 +205,8 @@ def run(quick: bool = False, iterations: int = 6, stack: int = 100, jobs: int = 
     goals = targets(summary, full_corpus=(max_train is None and not quick and model_kind == "phrase"
                                           and corpus == "multi30k-de-en" and join == 1))  # Moses' numbers
     extra = {"untuned_test_bleu": untuned} if untuned is not None else {}
+    if untuned_output is not None:
+        extra["untuned_test_bleu_of_the_start"] = untuned_bleu
     return {"corpus": corpus, "model": model_kind, **extra, "iteration_table": iteration_table(results), "train_pairs": max_train or "all", "unknown_dev_tokens": unknown,
             "lines_joined": join, "step_search": step_search or "forest", "decode_norm": decode_norm or "l1",
             "dev_sentences": len(dev_src), "test_sentences": len(test_src), "iterations": iterations,
@@ -289,6 +299,11 @@ def summarize(results: list[dict]) -> dict:
         if steps:  # the first tuning step's effect on the decoded dev BLEU (a collapse is negative)
             summary[name]["first_step_dev_bleu_change_mean"] = round(statistics.mean(steps), 2)
             summary[name]["first_step_dev_bleu_change_worst"] = round(min(steps), 2)
+        tested = [r for r in mine if "final_test_p_vs_untuned" in r]
+        if tested:  # a drop on test counts when it is significant (paired bootstrap against the untuned weights)
+            summary[name]["significant_test_drops"] = sum(r["final_test_bleu_change"] < 0
+                                                          and r["final_test_p_vs_untuned"] < SIGNIFICANCE
+                                                          for r in tested)
         summary[name]["largest_fall_below_start"] = round(max(  # the no-fall goal: every decoded iteration
             r["iterations"][0]["dev_bleu"] - min(i["dev_bleu"] for i in r["iterations"]) for r in mine), 2)
         summary[name]["largest_drop_below_best_from_iteration_2"] = round(max(
@@ -316,7 +331,8 @@ def targets(summary: dict, full_corpus: bool) -> dict:
     """The tuning-quality targets, each with the measured value and whether it is met.
 
     Every tuner: its worst first step loses at most ``MAX_FIRST_STEP_LOSS`` decoded dev BLEU, no decoded
-    iteration falls more than ``MAX_FIRST_STEP_LOSS`` below the start, and no
+    iteration falls more than ``MAX_FIRST_STEP_LOSS`` below the start, no run's test BLEU is below the untuned
+    weights' with a paired-bootstrap p-value under ``SIGNIFICANCE``, and no
     iteration from ``FIRST_STABLE_ITERATION`` on falls more than ``MAX_DROP`` below the best before it;
     APRO at least PRO (dev and test means); on the full corpus, MERT's test BLEU at least Moses MERT's
     and the best tuner's at least Moses kbmira's.
@@ -330,6 +346,10 @@ def targets(summary: dict, full_corpus: bool) -> dict:
             fall = row["largest_fall_below_start"]
             out[f"{name}: never below the start - {MAX_FIRST_STEP_LOSS}"] = {"value": fall,
                                                                           "met": fall <= MAX_FIRST_STEP_LOSS}
+        if "significant_test_drops" in row:
+            drops = row["significant_test_drops"]
+            out[f"{name}: test never significantly below the untuned weights (p < {SIGNIFICANCE})"] = {
+                "value": drops, "met": drops == 0}
         drop = row["largest_drop_below_best_from_iteration_2"]
         out[f"{name}: no drop > {MAX_DROP} from iteration {FIRST_STABLE_ITERATION}"] = {"value": drop,
                                                                                        "met": drop <= MAX_DROP}
@@ -352,8 +372,35 @@ def _test_bleu(model, weights, space, test_src, test_ref, settings) -> tuple[flo
     """Test-set BLEU (sacrebleu-equal, tokenised lowercased references) of the weights' 1-best, decoded with the
     dev decoder's search and sparse features (1-best only), and its length ratio (output / reference words:
     below 1 the brevity penalty ``exp(1 - 1 / ratio)`` scales the BLEU down)."""
-    from dataclasses import replace
+    return _bleu_and_ratio(_test_decode(model, weights, space, test_src, settings), test_ref)
+
+
+def _bleu_and_ratio(output: list[str], test_ref: list[str]) -> tuple[float, float]:
+    """BLEU (sacrebleu-equal) of ``output`` against one reference each, and its output / reference length ratio."""
     from minismt.metrics import BleuReferences, corpus_bleu_from_stats, length_ratio
+    stats = BleuReferences([[r] for r in test_ref]).stats(np.arange(len(output)), output).sum(axis=0, dtype=np.int64)
+    return round(100 * corpus_bleu_from_stats(stats), 2), round(length_ratio(stats), 4)
+
+
+BOOTSTRAP_SAMPLES, BOOTSTRAP_SEED = 1000, 12345
+"""The paired bootstrap of a run's final test output against the untuned weights' (sacrebleu's, as
+``minismt eval --significance``)."""
+SIGNIFICANCE = 0.05
+"""A tuner's test BLEU *drops* only when it is below the untuned weights' with a p-value under this."""
+
+
+def _p_value(untuned_output: list[str], output: list[str], test_ref: list[str]) -> float:
+    """The paired-bootstrap p-value of the difference between ``output``'s test BLEU and the untuned weights'
+    (Koehn 2004, as sacrebleu computes it: the chance that the difference is due to the test set's sample)."""
+    from minismt.pipeline.significance import paired_bootstrap
+    result = paired_bootstrap([("untuned", untuned_output), ("tuned", output)], test_ref,
+                              n_samples=BOOTSTRAP_SAMPLES, seed=BOOTSTRAP_SEED, metrics=("BLEU",), all_pairs=False)
+    return round(float(result["pairs"][0]["p_value"]), 4)
+
+
+def _test_decode(model, weights, space, test_src, settings) -> list[str]:
+    """The weights' test-set 1-best, decoded with the dev decoder's search and sparse features."""
+    from dataclasses import replace
     from minismt.manifest import load_manifest
     from minismt.parallel import DecodeJob, decode_corpus, named_weights
     grammar = None
@@ -362,9 +409,7 @@ def _test_bleu(model, weights, space, test_src, test_ref, settings) -> tuple[flo
         grammar = grammar_for(str(model), test_src)
     job = DecodeJob(str(model), replace(settings, kbest=0), *named_weights(space, np.array(weights)),
                     grammar=grammar)
-    output = [o.best for o in decode_corpus(job, test_src, jobs=settings.jobs)]
-    stats = BleuReferences([[r] for r in test_ref]).stats(np.arange(len(output)), output).sum(axis=0, dtype=np.int64)
-    return round(100 * corpus_bleu_from_stats(stats), 2), round(length_ratio(stats), 4)
+    return [o.best for o in decode_corpus(job, test_src, jobs=settings.jobs)]
 
 
 def _sparse_record(space, final: np.ndarray, tuning, run_dir: Path) -> dict:

@@ -75,14 +75,14 @@ def test_tuning_quality_targets_from_hand_made_runs():
     sys.path.insert(0, str(RUN.parent))
     import tuner_quality
 
-    def run(tuner, devs, test):
-        return {"tuner": tuner, "final_test_bleu": test, "final_weights": [1.0],
-                "iterations": [{"iteration": t, "dev_bleu": d} for t, d in enumerate(devs)]}
+    def run(tuner, devs, test, change=0.5, p=0.01):
+        return {"tuner": tuner, "final_test_bleu": test, "final_weights": [1.0], "final_test_bleu_change": change,
+                "final_test_p_vs_untuned": p, "iterations": [{"iteration": t, "dev_bleu": d} for t, d in enumerate(devs)]}
 
     summary = tuner_quality.summarize([run("mert", [30.0, 29.6, 31.0, 29.9], 40.0),
                                        run("mert", [30.0, 28.0, 30.5, 30.4], 40.1),
-                                       run("apro", [30.0, 30.2, 30.0, 30.3], 40.2),
-                                       run("pro", [30.0, 30.1, 30.2, 30.3], 40.4)])
+                                       run("apro", [30.0, 30.2, 30.0, 30.3], 40.2, change=-0.3, p=0.2),
+                                       run("pro", [30.0, 30.1, 30.2, 30.3], 40.4, change=-0.6, p=0.03)])
     assert summary["mert"]["first_step_dev_bleu_change_worst"] == -2.0
     assert summary["mert"]["largest_drop_below_best_from_iteration_2"] == 1.1  # 31.0 -> 29.9
     assert summary["apro"]["largest_drop_below_best_from_iteration_2"] == 0.2  # iteration 2: 30.2 -> 30.0
@@ -91,6 +91,10 @@ def test_tuning_quality_targets_from_hand_made_runs():
     assert not goals["mert: no drop > 1.0 from iteration 2"]["met"]
     assert goals["apro >= pro (dev_bleu_mean)"] == {"value": 0.0, "met": True}  # best dev 30.3 each
     assert goals["apro >= pro (test_bleu_mean)"] == {"value": -0.2, "met": False}
+    significance = "test never significantly below the untuned weights (p < 0.05)"
+    assert goals[f"mert: {significance}"]["met"]  # above the untuned weights, whatever its p-value
+    assert goals[f"apro: {significance}"]["met"]  # below them, but not significantly
+    assert goals[f"pro: {significance}"] == {"value": 1, "met": False}
     assert goals["mert test >= Moses MERT 39.99"] == {"value": 40.05, "met": True}
     assert goals["best tuner test >= Moses kbmira 40.36"] == {"value": 40.4, "met": True}
     assert not any("Moses" in key for key in tuner_quality.targets(summary, full_corpus=False))
@@ -192,6 +196,7 @@ def test_tuning_benchmark_resumes_from_its_partial_json(tmp_path):
                                jobs=1)
     assert [(r["tuner"], r["seed"]) for r in result["runs"]] == [("pro", 0), ("mert", 0)]
     assert result["runs"][0] == earlier and result["runs"][1]["final_dev_bleu"] < 99.0
+    assert 0.0 < result["runs"][1]["final_test_p_vs_untuned"] <= 1.0
     assert json.loads(partial.read_text()) == result["runs"]
 
 
