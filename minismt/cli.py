@@ -229,7 +229,7 @@ _VOCABULARY_HELP = ("with --sparse-features word-pair: only the pairs of two wor
 def _decode_command(args) -> int:
     from minismt.features import FeatureSpace, read_weights
     from minismt.kbest import kbest_of
-    from minismt.parallel import DecodeJob, decode_corpus, named_weights
+    from minismt.parallel import DecodeJob, decode_corpus, named_weights, prepared_executor, stop_pool
     from plugins.moses.nbest import write_kbest_nbest
     settings = _decoder_settings(args, kbest=args.kbest, distinct=not args.derivations,
                                  beam_threshold=args.beam_threshold, distortion_limit=args.distortion_limit)
@@ -281,13 +281,21 @@ def _decode_command(args) -> int:
     if args.dask_scheduler:
         from distributed import Client  # 0.33 s, only with --dask-scheduler
         executor = Client(args.dask_scheduler).get_executor()
-    if args.output == "-" or sentences is None:
-        outputs, words = _decode_streaming(job, stdin_lines() if sentences is None else sentences, executor,
-                                           settings.jobs, args.output)
-    else:
-        outputs = decode_corpus(job, sentences, executor=executor, jobs=settings.jobs, progress=not args.quiet)
-        write_lines(args.output, [o.best for o in outputs])
-        words = sum(len(s.split()) for s in sentences)
+    pool = prepared_executor(job, executor, settings.jobs)  # the model loaded before the input is read
+    try:
+        if args.output == "-" or sentences is None:
+            outputs, words = _decode_streaming(job, stdin_lines() if sentences is None else sentences, pool,
+                                               settings.jobs, args.output)
+        else:
+            outputs = decode_corpus(job, sentences, executor=pool, jobs=settings.jobs, progress=not args.quiet)
+            write_lines(args.output, [o.best for o in outputs])
+            words = sum(len(s.split()) for s in sentences)
+    except BaseException:
+        if pool is not executor:
+            stop_pool(pool)
+        raise
+    if pool is not executor:
+        pool.shutdown()
     if args.kbest:
         write_kbest_nbest(args.kbest_out, kbest_of([o.kbest for o in outputs], space), w)
     print(f"decoded {len(outputs)} sentences ({words} words)", file=sys.stderr)

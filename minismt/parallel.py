@@ -146,20 +146,29 @@ def _ignore_interrupts() -> None:
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
 
-def _start_worker() -> None:
+def _start_worker(job: DecodeJob | None = None) -> None:
     """Initializer of :func:`process_pool`'s workers: Ctrl-C is the parent's to handle (SIGINT ignored;
     processes a worker starts inherit that), SIGTERM (:func:`stop_pool`) ends the worker and the processes
-    it started, and the worker holds no semaphore that ending it at once would leak."""
+    it started, and the worker holds no semaphore that ending it at once would leak. With a ``job``, the
+    worker loads its model before its first task (:func:`prepare`)."""
     _ignore_interrupts()
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
     in_worker_process()
+    if job is not None:
+        try:
+            prepare(job)
+        except Exception:  # an initializer's error breaks the pool: the first chunk loads again and says why
+            _MODELS.clear()
+            _DECODERS.clear()
 
 
-def process_pool(jobs: int) -> ProcessPoolExecutor:
-    """A pool of ``jobs`` local worker processes whose workers leave Ctrl-C to the parent.  Workers
-    start fresh ("spawn"): forking a process that has run a parallel numba kernel (training) or scipy
-    can kill the child ("fork() called from a process already using GNU OpenMP")."""
-    return ProcessPoolExecutor(max_workers=jobs, mp_context=spawn_context(), initializer=_start_worker)
+def process_pool(jobs: int, prepared: DecodeJob | None = None) -> ProcessPoolExecutor:
+    """A pool of ``jobs`` local worker processes whose workers leave Ctrl-C to the parent, each loading the
+    model of the job ``prepared`` (if given) as it starts.  Workers start fresh ("spawn"): forking a process
+    that has run a parallel numba kernel (training) or scipy can kill the child ("fork() called from a
+    process already using GNU OpenMP")."""
+    return ProcessPoolExecutor(max_workers=jobs, mp_context=spawn_context(), initializer=_start_worker,
+                               initargs=(prepared,))
 
 
 class _QuietSpawnProcess(multiprocessing.context.SpawnProcess):
@@ -274,14 +283,67 @@ def _hiero_decoder(job: DecodeJob):
 def _chunk_decoder(job: DecodeJob, sentences: Sequence[str]):
     """A Hiero decoder on the grammar of ``sentences`` alone, read from the model's rule store (memory-mapped,
     opened once per process with the LM)."""
+    store, lm = _rule_store(job)
+    grammar = store.grammar(sentences, decoding=True, max_span=job.settings.max_chart_span)
+    return _hiero_decoder_of(job, grammar, lm)
+
+
+def _rule_store(job: DecodeJob):
+    """This process's rule store and LM of ``job``'s Hiero model (opened once)."""
     from minismt.decode.hiero import store_and_lm
     key = (job.model_dir, "rule store")
     if key not in _MODELS:
         _MODELS.clear()
         _MODELS[key] = store_and_lm(job.model_dir)
-    store, lm = _MODELS[key]
-    grammar = store.grammar(sentences, decoding=True, max_span=job.settings.max_chart_span)
-    return _hiero_decoder_of(job, grammar, lm)
+    return _MODELS[key]
+
+
+def prepare(job: DecodeJob) -> None:
+    """Load this process's model for ``job`` before any input is read, as Moses loads its model first: the
+    phrase table and LM (phrase-based), the grammar and LM (Hiero on a file's grammar) or the rule store and
+    LM (Hiero per chunk), and, for a phrase-based model, the compiled search kernels (numba loads each from
+    its cache at its first call) through a throwaway decoder on a one-word sentence. A stream's first line is
+    then answered at full speed, and the fixed cost is paid before the input, where a run's start-up is
+    measured (``decode-speed`` subtracts a run on an empty input, for every decoder)."""
+    if job.grammar == PER_CHUNK:
+        _rule_store(job)
+        return
+    decoder = _decoder(job)
+    if job.grammar is None:
+        from minismt.decode import Decoder
+        warm = Decoder(decoder.model, stack_size=job.settings.stack_size)  # the job's own decoder is left as new
+        warm.decode(["."], graph=not _best_only(job))
+
+
+def prepared_executor(job: DecodeJob, executor: Executor | None = None, jobs: int = 1) -> Executor | None:
+    """Where to decode ``job``, its models loaded (:func:`prepare`) before the input is read: here (``jobs <= 1``,
+    no executor: None), or a :func:`process_pool` of ``jobs`` workers made and prepared here (the caller
+    decodes on it and shuts it down, :func:`stop_pool` on an error); a caller's executor (a cluster) is returned
+    as it is, its workers loading at their first chunk."""
+    if executor is not None:
+        return executor
+    if jobs <= 1:
+        prepare(job)
+        return None
+    pool = process_pool(jobs, prepared=job)
+    try:  # a task submitted while no worker is idle starts one: all start now, each loading as it starts
+        for future in [pool.submit(_ready) for _ in range(jobs)]:
+            future.result()
+    except BaseException:
+        stop_pool(pool)
+        raise
+    return pool
+
+
+def _ready() -> None:
+    """A task that does nothing: a worker runs it once its initializer is done."""
+
+
+def _best_only(job: DecodeJob) -> bool:
+    """Whether ``job`` needs only each sentence's 1-best: a phrase-based search then builds no search graph (a
+    Hiero chart is its forest: always built)."""
+    return (job.grammar is None and job.settings.kbest == 0 and job.mbr is None and not job.return_hypergraph
+            and job.hypergraph_writer is None and job.hypergraph_dir is None)
 
 
 def _hiero_decoder_of(job: DecodeJob, grammar, lm):
@@ -297,9 +359,7 @@ def decode_chunk(job: DecodeJob, indices: Sequence[int], sentences: Sequence[str
     """Decode some sentences in this process (the unit of work sent to an executor)."""
     decoder = _decoder(job, sentences)
     k, distinct = job.settings.kbest, job.settings.distinct
-    # a phrase-based 1-best needs no search graph (a Hiero chart is its forest: always built)
-    best_only = (job.grammar is None and k == 0 and job.mbr is None and not job.return_hypergraph
-                 and job.hypergraph_writer is None and job.hypergraph_dir is None)
+    best_only = _best_only(job)
     outputs = []
     for index, sentence in zip(indices, sentences):
         result = decoder.decode(sentence, graph=False) if best_only else decoder.decode(sentence)

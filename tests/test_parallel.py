@@ -80,3 +80,38 @@ def test_pool_workers_ignore_ctrl_c_and_the_parent_still_takes_it():
     with process_pool(2) as pool:
         assert [f.result() for f in [pool.submit(_interrupt_handling) for _ in range(4)]] == [(True, False)] * 4
     assert signal.pthread_sigmask(signal.SIG_BLOCK, []) == before and signal.SIGINT not in before
+
+
+def _models_loaded() -> list:
+    from minismt import parallel
+    return list(parallel._MODELS)
+
+
+def test_prepared_executor_loads_the_model_before_any_input_and_changes_no_output(model_and_sentences,
+                                                                                   monkeypatch):
+    """`minismt decode` loads its model (and the search kernels) before it reads a line, as Moses does: after
+    :func:`prepared_executor` no chunk loads a model, here or in each worker of the pool it makes, and the
+    translations and k-best lists are those of a decoder that loaded at its first chunk."""
+    from minismt import parallel
+    from minismt.decode import PhraseModel
+    from minismt.parallel import prepared_executor, stop_pool
+    model, sentences = model_and_sentences
+    job = DecodeJob(model, DecoderSettings(stack_size=30, kbest=5))
+    lazy = decode_corpus(job, sentences, chunk_size=4)
+    monkeypatch.setattr(parallel, "_MODELS", {})
+    monkeypatch.setattr(parallel, "_DECODERS", {})
+    assert prepared_executor(job) is None and _models_loaded() == [model]
+
+    def no_loading(*args, **kwargs):
+        raise AssertionError("a model loaded after prepare")
+
+    monkeypatch.setattr(PhraseModel, "load", no_loading)
+    assert outputs_key(decode_corpus(job, sentences, chunk_size=4)) == outputs_key(lazy)
+    monkeypatch.undo()
+    pool = prepared_executor(job, jobs=2)
+    try:
+        loaded = {tuple(pool.submit(_models_loaded).result()) for _ in range(8)}
+        assert loaded == {(model,)}  # every worker has the model before its first chunk
+        assert outputs_key(decode_corpus(job, sentences, executor=pool, chunk_size=3)) == outputs_key(lazy)
+    finally:
+        stop_pool(pool)
