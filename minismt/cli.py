@@ -279,8 +279,8 @@ def _decode_command(args) -> int:
         os.makedirs(args.hypergraph_dir, exist_ok=True)
     executor = None
     if args.dask_scheduler:
-        from distributed import Client  # 0.33 s, only with --dask-scheduler
-        executor = Client(args.dask_scheduler).get_executor()
+        from minismt.parallel import dask_client
+        executor = dask_client(args.dask_scheduler).get_executor()
     pool = prepared_executor(job, executor, settings.jobs)  # the model loaded before the input is read
     try:
         if args.output == "-" or sentences is None:
@@ -535,11 +535,19 @@ def _tune_command(args) -> int:
                    free=_patterns(args.free), forest_prune=args.forest_prune, step_search=args.step_search,
                    decode_norm=args.decode_norm)
     references = list(zip(*ref_sets))
+    client = None
+    if args.dask_scheduler and args.decoder != "minismt":
+        raise InputError(f"--dask-scheduler with --decoder {args.decoder}",
+                         expected="--decoder minismt (Moses and cdec run on this machine, as --decoder-cmd says)")
     if args.decoder == "minismt":
         if not args.model:
             raise InputError("--decoder minismt without --model", expected="--model MODEL (from 'minismt train')")
+        if args.dask_scheduler:
+            from minismt.parallel import dask_client
+            client = dask_client(args.dask_scheduler)
         run = minismt_tuning_run(args.model, sources, references, args.tuner, args.run_dir, settings,
-                                 progress=not args.quiet, **options)
+                                 progress=not args.quiet, executor=None if client is None else client.get_executor(),
+                                 **options)
     elif settings.sparse_features:
         raise InputError(f"--sparse-features with --decoder {args.decoder}",
                          expected="--decoder minismt (Moses and cdec configure their own sparse features)")
@@ -565,6 +573,8 @@ def _tune_command(args) -> int:
         final = run.run(start)
     finally:
         decoder.close()
+        if client is not None:
+            client.close()
     if run.history:
         best = max(run.history, key=lambda r: (r.dev_bleu, -r.iteration))
         chosen = f"the best dev BLEU, {100 * best.dev_bleu:.2f} at iteration {best.iteration}" \
@@ -603,8 +613,9 @@ def _add_tune(sub) -> None:
     p.add_argument("--dev-ref", required=True, action="append", metavar="FILE",
                    help="dev references; repeat for several")
     p.add_argument("--tuner", required=True, metavar="NAME",
-                   help="the tuner: mert, pro, apro, kbmira (n-best); oro, o-oro, mira (online, decode "
-                        "their own mini-batches); listnet, listnet-te, listmle, listmle-top5, "
+                   help="the tuner: mert, pro, apro, kbmira (n-best); oro, o-oro, mira, dtrain (online, decode "
+                        "their own mini-batches; dtrain also trains on a training subset given as --dev-src, "
+                        "in shards mixed after each epoch with feature selection); listnet, listnet-te, listmle, listmle-top5, "
                         "listmle-te (listwise); structsvm (structured SVM); rampion (ramp loss by CCCP); hg-mert (hypergraph "
                         "MERT); minrisk, hg-minrisk (minimum risk: expected BLEU on k-best lists or "
                         "whole forests); nbl-bo, hg-bo, chg-bo, hg-rembo (Bayesian optimisation on "
@@ -667,6 +678,10 @@ def _add_tune(sub) -> None:
     _add_hiero_search_options(p)
     p.add_argument("--jobs", type=int, default=DecoderSettings.jobs, metavar="N",
                    help=f"decoding processes ({DecoderSettings.jobs})")
+    p.add_argument("--dask-scheduler", metavar="ADDRESS",
+                   help="--decoder minismt: decode the dev set (every tuner's decodes, dtrain's shards) on a Dask "
+                        "distributed cluster (e.g. tcp://host:8786) instead of --jobs local processes; each "
+                        "worker reads the model folder at the same path. The weights do not depend on it")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.set_defaults(run=_tune_command)
 

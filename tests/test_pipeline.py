@@ -438,6 +438,24 @@ def test_rerun_skips_every_cached_step(tiny):
         assert report["tuners"][tuner]["summary"] == first["tuners"][tuner]["summary"]
 
 
+def test_a_pipeline_on_a_dask_cluster_gives_the_same_results(tiny, tmp_path):
+    """`minismt pipeline --dask-scheduler`: APRO's tuning and the test set decoded on a Dask LocalCluster of two
+    workers, in a work folder of its own: the same tuned weights and test scores as the local run."""
+    from distributed import LocalCluster
+    folder, config, first = tiny
+    text = tiny_text(tuners='["apro"]', params="", work=tmp_path / "work", report=tmp_path / "report")
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+        report = Pipeline(load_config(write_config(tmp_path, text)), progress=False, echo=False,
+                          dask_scheduler=cluster.scheduler_address).run()
+    assert not any(step["cached"] for step in report["steps"])
+
+    def results(summary):
+        return {name: value for name, value in summary.items() if name != "tune_seconds"}
+
+    assert results(report["tuners"]["apro"]["summary"]) == results(first["tuners"]["apro"]["summary"])
+    assert report["tuners"]["apro"]["summary"]["test_bleu"]["mean"] > 0
+
+
 def test_a_changed_option_redoes_only_what_depends_on_it(tiny, tmp_path):
     folder, config, first = tiny
     text = tiny_text(tuners='["apro"]', params="[tune.params.apro]\nC = 0.1", work=folder / "work",

@@ -405,6 +405,9 @@ class TuningRun:
         source = _BatchSource(self, t)
         w_next = self._run_weights(tuner.warm_start(self.tuner_state).fit(source, self._tuner_weights(weights)))
         self.tuner_state = tuner.state_
+        report = getattr(tuner, "report_", None)  # a line of the tuner's own about its round (dtrain's selection)
+        if report:
+            self._log_line(f"iteration {t}: {report}")
         return self._record(t, weights, w_next, data, dev, new, began)
 
     def _forest_iteration(self, tuner: Tuner, weights: np.ndarray, t: int, began: float):

@@ -8,6 +8,7 @@ The options have the names of ``minismt tune`` and of the pipeline's ``[tune]`` 
 from __future__ import annotations
 
 import os
+from concurrent.futures import Executor
 from typing import Mapping, Sequence
 
 from minismt.decode.settings import DecoderSettings
@@ -40,8 +41,8 @@ def tuning_run(decoder: DevDecoder, references: Sequence[Sequence[str]], tuner: 
 
 def minismt_tuning_run(model_dir: str, sources: Sequence[str], references: Sequence[Sequence[str]], tuner: str,
                        run_dir: str | os.PathLike, settings: DecoderSettings, *, progress: bool = False,
-                       **options) -> TuningRun:
+                       executor: Executor | None = None, **options) -> TuningRun:
     """:func:`tuning_run` with minismt's dev decoder of ``model_dir`` on ``sources`` (``run.decoder``; the
-    caller closes it)."""
-    decoder = MinismtDevDecoder(model_dir, sources, settings, progress=progress)
+    caller closes it), decoding in ``settings.jobs`` local processes or on ``executor`` (a Dask client's)."""
+    decoder = MinismtDevDecoder(model_dir, sources, settings, executor=executor, progress=progress)
     return tuning_run(decoder, references, tuner, run_dir, **options)

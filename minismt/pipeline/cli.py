@@ -82,7 +82,7 @@ def _pipeline_command(args) -> int:
     if args.check:
         print(config.to_toml(), end="")
         return 0
-    report = run_pipeline(config, progress=not args.quiet, echo=not args.quiet)
+    report = run_pipeline(config, progress=not args.quiet, echo=not args.quiet, dask_scheduler=args.dask_scheduler)
     _print_summary(report, config.report_dir, config.work_dir)
     return 0
 
@@ -165,6 +165,10 @@ def add_pipeline_commands(sub) -> None:
     p.add_argument("--out", metavar="DIR", help="override output.report_dir (where the report goes)")
     p.add_argument("--check", action="store_true",
                    help="only check the configuration and print it with every default filled in")
+    p.add_argument("--dask-scheduler", metavar="ADDRESS",
+                   help="decode the tuning runs' dev sets and the test set on a Dask distributed cluster (e.g. "
+                        "tcp://host:8786) instead of local processes; each worker reads the model at the same "
+                        "path (work_dir on a shared file system). The results and their keys do not depend on it")
     p.add_argument("--quiet", action="store_true", help="no progress bars or log lines on stderr (the log "
                    "file is still written)")
     p.set_defaults(run=_pipeline_command)

@@ -93,6 +93,7 @@ RUN_OPTIONS = ("iterations", "seed", "accumulate", "reset_after", "keep", "lower
 def tune_one(spec: dict, log: Callable[[str], None] | None = None) -> dict:
     """Tune (or resume) one run described by ``spec``; returns its results. Logs its start to ``log``,
     or (in a worker process) appends it to the log file ``spec["log_path"]``."""
+    from minismt.parallel import dask_client
     from tuners.runs import minismt_tuning_run, tuning_settings
     began = time.perf_counter()
     if log is None and spec.get("log_path"):
@@ -104,13 +105,19 @@ def tune_one(spec: dict, log: Callable[[str], None] | None = None) -> dict:
     os.makedirs(spec["folder"], exist_ok=True)
     sources = read_lines(spec["dev_src"])
     references = [[r] for r in read_lines(spec["dev_ref"])]
-    run = minismt_tuning_run(spec["model_dir"], sources, references, spec["tuner"], spec["run_dir"],
-                             tuning_settings(spec), **{k: spec[k] for k in RUN_OPTIONS})
-    decoder = run.decoder
+    client = dask_client(spec["dask_scheduler"]) if spec.get("dask_scheduler") else None
     try:
-        final = run.run(decoder.default_weights)
+        run = minismt_tuning_run(spec["model_dir"], sources, references, spec["tuner"], spec["run_dir"],
+                                 tuning_settings(spec), executor=None if client is None else client.get_executor(),
+                                 **{k: spec[k] for k in RUN_OPTIONS})
+        decoder = run.decoder
+        try:
+            final = run.run(decoder.default_weights)
+        finally:
+            decoder.close()
     finally:
-        decoder.close()
+        if client is not None:
+            client.close()
     history = [dict(r.__dict__) for r in run.history]
     return {"history": history, "weights": decoder.space.weights_dict(final, skip_zero_sparse=True),
             "tune_seconds": round(sum(r["seconds"] for r in history), 3),
@@ -175,8 +182,9 @@ class Pipeline:
     """Runs a :class:`PipelineConfig`: ``Pipeline(config).run()`` returns the report (a dict)."""
 
     def __init__(self, config: PipelineConfig, progress: bool = True, echo: bool = True,
-                 log: Callable[[str], None] | None = None):
+                 log: Callable[[str], None] | None = None, dask_scheduler: str | None = None):
         self.config = config
+        self.dask_scheduler = dask_scheduler  # decode on this Dask cluster instead of local processes
         self.work = os.path.abspath(config.work_dir)
         os.makedirs(self.work, exist_ok=True)
         self.progress = progress
@@ -308,7 +316,8 @@ class Pipeline:
                               "folder": folder, "run_dir": os.path.join(folder, "run"), "model_dir": model_dir,
                               "dev_src": os.path.join(corpus.folder, "dev.src"),
                               "dev_ref": os.path.join(corpus.folder, "dev.tgt"),
-                              "params": params, "jobs": u["jobs"], "label": f"tune {tuner}"
+                              "params": params, "jobs": u["jobs"], "dask_scheduler": self.dask_scheduler,
+                              "label": f"tune {tuner}"
                               + (f" seed {seed}" if seeded else " (no randomness: one run for every seed)"),
                               **{k: u[k] for k in ("iterations", "kbest", "stack", "accumulate", "reset_after",
                                                    "keep", "lowercase", "fix", "step_search",
@@ -411,7 +420,7 @@ class Pipeline:
         The systems not cached are decoded one after another (sharing the worker processes), so that each
         step's seconds are its own decoding and scoring time."""
         from minismt.metrics.evaluate import evaluate
-        from minismt.parallel import DecodeJob, decode_chunk, decode_requests, process_pool, stop_pool
+        from minismt.parallel import DecodeJob, dask_client, decode_requests, prepared_executor, stop_pool
         s = self.config.test
         settings = DecoderSettings(stack_size=s["stack"], jobs=s["jobs"])
         model_dir = os.path.join(model.folder, model.result["model_dir"])
@@ -441,14 +450,15 @@ class Pipeline:
         if pending:
             for name, label, parts, key, folder, weights in pending:
                 self.log(f"{label}: running (key {key[:12]})")
-            pool = process_pool(s["jobs"]) if s["jobs"] > 1 else None
             words = sum(len(x.split()) for x in sources)
+            client = dask_client(self.dask_scheduler) if self.dask_scheduler else None
+            pool = None
             try:
-                if pool is not None and sources:  # start the processes and load the model before any clock
-                    began = time.perf_counter()
-                    wait([pool.submit(decode_chunk, DecodeJob(model_dir, settings, grammar=grammar), [0],
-                                      sources[:1])
-                          for _ in range(s["jobs"])])
+                # start the processes and load the model before any clock (on a cluster: at the first chunk)
+                began = time.perf_counter()
+                pool = prepared_executor(DecodeJob(model_dir, settings, grammar=grammar),
+                                         None if client is None else client.get_executor(), s["jobs"])
+                if client is None and s["jobs"] > 1:
                     self.log(f"test: {s['jobs']} decoding processes started in {time.perf_counter() - began:.1f} s")
                 for name, label, parts, key, folder, weights in pending:  # one at a time: each step's own time
                     began = time.perf_counter()
@@ -469,7 +479,9 @@ class Pipeline:
                     outcomes[name] = StepOutcome("test", label, key, folder, False, round(seconds, 3), result,
                                                  round(seconds, 3))
             finally:
-                if pool is not None:
+                if client is not None:
+                    client.close()
+                elif pool is not None:
                     stop_pool(pool)  # at once, also after Ctrl-C: no chunk keeps decoding
         for name, (label, _) in systems.items():
             if name not in outcomes:  # the same weights as another system
@@ -549,6 +561,8 @@ class Pipeline:
         return [asdict(o) for o in self.steps]
 
 
-def run_pipeline(config: PipelineConfig, progress: bool = True, echo: bool = True) -> dict:
-    """``Pipeline(config).run()``: the report dict."""
-    return Pipeline(config, progress=progress, echo=echo).run()
+def run_pipeline(config: PipelineConfig, progress: bool = True, echo: bool = True,
+                 dask_scheduler: str | None = None) -> dict:
+    """``Pipeline(config).run()``: the report dict; with ``dask_scheduler`` (an address) every decode of the
+    tuning runs and of the test set runs on that Dask cluster (the results do not depend on it)."""
+    return Pipeline(config, progress=progress, echo=echo, dask_scheduler=dask_scheduler).run()
