@@ -531,9 +531,10 @@ def test_forest_pruning_keeps_the_viterbi_and_few_edges(tmp_path):
         TuningRun(decoder, refs, "hg-mert", tmp_path / "bad", forest_prune=-1)
 
 
-@pytest.mark.parametrize("tuner", ["mert", "rampion"])
+@pytest.mark.parametrize("tuner", ["mert", "rampion", "dtrain"])
 def test_real_cdec_step_search_decodes_lists_and_forests_in_one_run(tuner, tmp_path, monkeypatch):
-    """minismt tune --decoder cdec with MERT (and RAMPION, cdec's rampion_cccp) on the real cdec (decode_nc): each
+    """minismt tune --decoder cdec with MERT (and RAMPION, cdec's rampion_cccp, and dtrain, whose shards' sentences
+    the real cdec decodes one program run each) on the real cdec (decode_nc): each
     iteration's one cdec run prints the 100-best lists and writes the binary forests the step search reads; the
     tuned weights file, decoded by cdec, gives exactly the best dev BLEU the run reported."""
     command = real_cdec()
