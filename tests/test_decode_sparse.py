@@ -159,6 +159,36 @@ def test_sparse_weights_need_their_family(system):
     assert decoder.sparse_weights == {"WordPair_a~b": 1.0} and decoder.weights[FEATURE_NAMES.index("LM0_0")] == 0.3
 
 
+def test_split_weights_checks_each_sparse_name_once_with_the_same_answers(monkeypatch):
+    """A worker splits many weight vectors over one growing set of names: once a name is accepted its family is
+    not checked again, and every answer (the parts, their values, the errors) is the one of a first split."""
+    from minismt.decode import sparse
+    monkeypatch.setattr(sparse, "_ACCEPTED_SPARSE", {})
+    rng = np.random.default_rng(5)
+    names = list(FEATURE_NAMES) + [word_pair_name(f"s{i}", f"t{i}") for i in range(300)] \
+        + [rule_id_name([f"s{i}"], [f"t{i}", "x"]) for i in range(300)]
+    values = rng.standard_normal(len(names))
+    values[rng.choice(len(names), 200, replace=False)] = 0.0
+    first = sparse.split_weights(values, ("rule-id", "word-pair"), FEATURE_NAMES, names)
+    checked = []
+    monkeypatch.setattr(sparse, "family_of", lambda name: checked.append(name) or family_of(name))
+    for scale in (1.0, 2.0):
+        again = sparse.split_weights(values * scale, ("rule-id", "word-pair"), FEATURE_NAMES, names)
+        assert np.array_equal(again[0], first[0] * scale)
+        assert again[1] == {name: value * scale for name, value in first[1].items()}
+        assert all(type(value) is float for value in again[1].values())
+    assert checked == []  # every sparse name was accepted by the first split
+    with pytest.raises(InputError, match="rule-id features are off"):
+        sparse.split_weights(values, ("word-pair",), FEATURE_NAMES, names)  # accepted under the other families only
+    bad = dict(first[1])
+    bad[next(iter(bad))] = float("nan")
+    with pytest.raises(InputError, match="weight of"):
+        sparse.split_weights(bad, ("rule-id", "word-pair"), FEATURE_NAMES)
+    unknown = dict(first[1], NoSuch_a=1.0)
+    dense, _ = sparse.split_weights(unknown, ("rule-id", "word-pair"), FEATURE_NAMES)
+    assert dense == {"NoSuch_a": 1.0}  # unknown names stay with the dense ones, as before
+
+
 # ----------------------------------------------------------------------------- the decoder
 
 def test_edges_carry_the_rule_id_and_word_pair_features_of_their_phrase_pair(system):

@@ -40,6 +40,8 @@ hypergraph's edges carry the features themselves (see :class:`SparseFeatureTable
 
 from __future__ import annotations
 
+import math
+
 import threading
 from typing import Iterable, Mapping, Sequence
 
@@ -84,6 +86,12 @@ def parse_name(name: str) -> tuple[str, list[str], list[str]] | None:
     return family, [unescape_word(source)], [unescape_word(target)]
 
 
+_ACCEPTED_SPARSE: dict[tuple, set[str]] = {}
+"""Per (enabled families, dense names), the sparse names :func:`split_weights` has accepted in this process: a
+worker decodes many weight vectors over one growing set of names (an online tuner's shards, 58,618 names after
+one dtrain epoch on 10,000 sentences), so each name's family is checked once, not once per weight vector."""
+
+
 def split_weights(weights, families: Iterable[str], dense_names: Sequence[str], names: Sequence[str] | None = None):
     """``(dense weights, {sparse name: weight})`` of a decoder's ``weights`` argument.
 
@@ -108,16 +116,21 @@ def split_weights(weights, families: Iterable[str], dense_names: Sequence[str], 
         return values[:n], sparse
     if not isinstance(weights, Mapping):
         return weights, {}
-    families = set(families)
+    families = frozenset(families)
     dense_set = set(dense_names)
+    accepted = _ACCEPTED_SPARSE.setdefault((families, tuple(dense_names)), set())
     dense: dict = {}
     sparse: dict[str, float] = {}
     for name, value in weights.items():
+        if name in accepted and isinstance(value, float) and math.isfinite(value):
+            sparse[name] = float(value)
+            continue
         family = None if name in dense_set else family_of(name) if isinstance(name, str) else None
         if family is None:
             dense[name] = value
         elif family in families:
             sparse[name] = finite_number(value, f"weight of {name}")
+            accepted.add(name)
         else:
             raise InputError(f"weight of the sparse feature {name!r}, but the decoder's {family} features are off",
                              expected=f"sparse_features including {family!r} (--sparse-features)")
