@@ -164,7 +164,8 @@ def run(quick: bool = False, iterations: int = 6, stack: int = 100, jobs: int = 
             seconds = time.perf_counter() - started
             decoder.close()
             per_iteration = []
-            test_bleu, test_output = {}, {}
+            test_output = {tuple(float(x) for x in decoder.default_weights): untuned_output}  # decoded once
+            test_bleu = {weights: _bleu_and_ratio(output, test_ref) for weights, output in test_output.items()}
             for record in tuning.history:
                 weights = tuple(record.weights)
                 if test_every_iteration and weights not in test_bleu:

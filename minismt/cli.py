@@ -277,10 +277,11 @@ def _decode_command(args) -> int:
                     mbr_scale=args.mbr_scale)
     if args.hypergraph_dir:
         os.makedirs(args.hypergraph_dir, exist_ok=True)
-    executor = None
+    executor = client = None
     if args.dask_scheduler:
         from minismt.parallel import dask_client
-        executor = dask_client(args.dask_scheduler).get_executor()
+        client = dask_client(args.dask_scheduler)
+        executor = client.get_executor()
     pool = prepared_executor(job, executor, settings.jobs)  # the model loaded before the input is read
     try:
         if args.output == "-" or sentences is None:
@@ -294,6 +295,9 @@ def _decode_command(args) -> int:
         if pool is not executor:
             stop_pool(pool)
         raise
+    finally:
+        if client is not None:
+            client.close()
     if pool is not executor:
         pool.shutdown()
     if args.kbest:

@@ -302,7 +302,7 @@ def test_the_mixed_weights_are_the_same_in_one_process_a_pool_and_on_dask(moses_
         assert weights_of("dask", "--dask-scheduler", cluster.scheduler_address) == here
 
 
-def test_an_unreachable_scheduler_is_one_clear_error(moses_system, tmp_path):
+def test_an_unreachable_scheduler_is_one_clear_error():
     from minismt.parallel import dask_client
     with pytest.raises(InputError, match="--dask-scheduler tcp://127.0.0.1:9: .*a running Dask scheduler"):
         dask_client("tcp://127.0.0.1:9", timeout=2)
