@@ -86,7 +86,7 @@ def run(quick: bool = False, iterations: int = 6, stack: int = 100, jobs: int = 
         corpus: str = "multi30k-de-en", runs=None, partial_json: str | None = None,
         test_every_iteration: bool = True, max_train: int | None = None, kbest: int = 100,
         quick_sentences: int = 200, model_kind: str = "phrase", test_2017: bool = False, join: int = 1,
-        step_search: str | None = None, decode_norm: str | None = None) -> dict:
+        step_search: str | None = None, decode_norm: str | None = None, accept: str = "decoded") -> dict:
     """Train on ``corpus``, tune with each ``(tuner, seed[, params])`` of ``runs``, decode test with the weights
     of every iteration (or, without ``test_every_iteration``, only with the final ones).
 
@@ -101,8 +101,8 @@ def run(quick: bool = False, iterations: int = 6, stack: int = 100, jobs: int = 
     anchor, with grammars for dev, test_2016 and test_2017; decoded by minismt's chart decoder).
     ``test_2017``: also decode test_2017 with every run's final weights, and both test sets untuned.
     ``join``: dev and test sentences are ``join`` consecutive lines joined (long sentences; see :func:`prepare`).
-    ``step_search``, ``decode_norm``: the tuning loop's (:class:`~tuners.loop.TuningRun`; None: its defaults;
-    both "none" is the loop as it was before them).
+    ``step_search``, ``decode_norm``, ``accept``: the tuning loop's (:class:`~tuners.loop.TuningRun`; None: its
+    defaults; "none", "none" and "any" is the loop as it was before them).
     """
     from minismt.decode import DecoderSettings
     from minismt.io import read_lines
@@ -159,7 +159,7 @@ def run(quick: bool = False, iterations: int = 6, stack: int = 100, jobs: int = 
             started = time.perf_counter()
             tuning = TuningRun(decoder, [[r] for r in dev_ref], tuner, run_dir, max_iter=iterations,
                                seed=seed, tuner_params=params, accumulate=accumulate, step_search=step_search,
-                               decode_norm=decode_norm, forest_prune=forest_prune)
+                               decode_norm=decode_norm, forest_prune=forest_prune, accept=accept)
             final = tuning.run(decoder.default_weights)
             seconds = time.perf_counter() - started
             decoder.close()
@@ -178,7 +178,8 @@ def run(quick: bool = False, iterations: int = 6, stack: int = 100, jobs: int = 
                                       "tuned_length_ratio": record.tuned_length_ratio, "step": record.step,
                                       "step_bleu": None if record.step is None else round(100 * record.step_bleu, 2),
                                       "full_step_bleu": None if record.step is None
-                                      else round(100 * record.full_step_bleu, 2)})
+                                      else round(100 * record.full_step_bleu, 2),
+                                      "rejected_dev_bleu": [round(100 * b, 2) for b in record.rejected]})
             final_key = tuple(float(x) for x in final)
             if final_key not in test_output:
                 test_output[final_key] = _test_decode(model, final_key, decoder.space, test_src, settings)
@@ -210,6 +211,7 @@ def run(quick: bool = False, iterations: int = 6, stack: int = 100, jobs: int = 
         extra["untuned_test_bleu_of_the_start"] = untuned_bleu
     return {"corpus": corpus, "model": model_kind, **extra, "iteration_table": iteration_table(results), "train_pairs": max_train or "all", "unknown_dev_tokens": unknown,
             "lines_joined": join, "step_search": step_search or "forest", "decode_norm": decode_norm or "l1",
+            "accept": accept,
             "dev_sentences": len(dev_src), "test_sentences": len(test_src), "iterations": iterations,
             "stack": stack, "summary": summary, "targets": goals,
             "targets_met": f"{sum(g['met'] for g in goals.values())} of {len(goals)}", "runs": results,

@@ -537,7 +537,7 @@ def _tune_command(args) -> int:
                    seed=args.seed, keep=args.keep, lowercase=args.lowercase, params=tuner_params,
                    on_iteration=lambda line: print(line, flush=True), fix=_patterns(args.fix),
                    free=_patterns(args.free), forest_prune=args.forest_prune, step_search=args.step_search,
-                   decode_norm=args.decode_norm)
+                   decode_norm=args.decode_norm, accept=args.accept)
     references = list(zip(*ref_sets))
     client = None
     if args.dask_scheduler and args.decoder != "minismt":
@@ -599,7 +599,8 @@ def _add_tune(sub) -> None:
                     "decodes the dev set into distinct k-best lists, accumulates them across "
                     "iterations (merge, as Moses; aggregate, for listwise tuners; or none), runs "
                     "the tuner, moves towards its weights as far as the dev set's search graphs reward "
-                    "(--step-search), and checkpoints. Stops after --iterations or when the k-best lists "
+                    "(--step-search), keeps the step only if its decode does not lower the dev BLEU "
+                    "(--accept), and checkpoints. Stops after --iterations or when the k-best lists "
                     "stop changing; writes RUN_DIR/weights.final ('name value' lines; the weights "
                     "with the best dev BLEU unless --keep last), tune.log and history.json. A run "
                     "that was killed resumes from its last checkpoint with the same command.")
@@ -653,6 +654,13 @@ def _add_tune(sub) -> None:
                         "under the tuner's weights join the k-best lists; 'none', all the way. Default: 'forest' "
                         "for every tuner that does not fit on forests (with --decoder moses|cdec, each decode then "
                         "writes the k-best lists and the search graphs in one run), else 'none'")
+    p.add_argument("--accept", choices=["decoded", "any"], default="decoded",
+                   help="which steps an iteration keeps: 'decoded' (the default), a step only when its decoded "
+                        "dev BLEU is not below that of the weights it started from; else the step is halved and "
+                        "decoded again, at most 3 times, and then the iteration goes on from the weights it "
+                        "started from (a backtracking line search on the decoded dev BLEU; every trial's k-best "
+                        "lists are kept, and tune.log says each trial); 'any': every step, as before. For every "
+                        "tuner and decoder")
     p.add_argument("--decode-norm", choices=["l1", "none"], default=None,
                    help="'l1': decode every tuned weight vector scaled to an L1 norm of 1, as mert-moses.pl does: "
                         "the ranking of translations does not depend on the scale, the search's threshold "

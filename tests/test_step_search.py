@@ -109,25 +109,31 @@ class Proposal(Tuner):
         return np.asarray(self.weights, dtype=np.float64)
 
 
-def _tune(system, tmp_path, tuner, step_search, iterations=2):
+def _tune(system, tmp_path, tuner, step_search, iterations=2, accept="decoded"):
     data, model = system
     decoder = MinismtDevDecoder(str(model), read_lines(data / "dev.src"), stack_size=30, kbest=20)
     try:
-        run = TuningRun(decoder, [[r] for r in read_lines(data / "dev.tgt")], tuner, tmp_path / step_search,
-                        max_iter=iterations, step_search=step_search)
+        run = TuningRun(decoder, [[r] for r in read_lines(data / "dev.tgt")], tuner,
+                        tmp_path / f"{step_search}-{accept}", max_iter=iterations, step_search=step_search,
+                        accept=accept)
         run.run(decoder.default_weights)
     finally:
         decoder.close()
     return run, decoder
 
 
+def _bad_weights(model) -> np.ndarray:
+    """The default weights with no LM and a word bonus of 10: long, disfluent output."""
+    space = MinismtDevDecoder(str(model), ["x"]).space
+    return space.weights({**dict(zip(space.dense_names, MinismtDevDecoder(str(model), ["x"]).default_weights)),
+                          "LM0_0": 0.0, "WordPenalty0_0": -10.0}, grow=False)
+
+
 def test_a_step_the_search_graphs_show_to_fall_is_cut_short(system, tmp_path):
     data, model = system
-    space = MinismtDevDecoder(str(model), ["x"]).space
-    bad = space.weights({**dict(zip(space.dense_names, MinismtDevDecoder(str(model), ["x"]).default_weights)),
-                         "LM0_0": 0.0, "WordPenalty0_0": -10.0}, grow=False)
-    whole, _ = _tune(system, tmp_path, Proposal(bad.tolist()), "none")
-    cut, _ = _tune(system, tmp_path, Proposal(bad.tolist()), "forest")
+    bad = _bad_weights(model)
+    whole, _ = _tune(system, tmp_path, Proposal(bad.tolist()), "none", accept="any")
+    cut, _ = _tune(system, tmp_path, Proposal(bad.tolist()), "forest", accept="any")
     start = whole.history[0].dev_bleu
     assert cut.history[0].dev_bleu == start
     assert whole.history[1].dev_bleu < start - 0.1                   # the whole step falls far
@@ -138,14 +144,29 @@ def test_a_step_the_search_graphs_show_to_fall_is_cut_short(system, tmp_path):
     assert cut.history[1].dev_bleu >= start - 0.01                   # and the step taken does not fall
 
 
+def test_a_step_that_decodes_below_its_start_is_halved_until_it_does_not(system, tmp_path):
+    """Without the step search, the same falling step is decoded, found below the start, halved and decoded
+    again (accept="decoded", the default), until a trial is not below the start or the run is back at it."""
+    from tuners.step import BACKTRACKS
+    data, model = system
+    run, _ = _tune(system, tmp_path, Proposal(_bad_weights(model).tolist()), "none", iterations=3)
+    start, first, second = run.history
+    assert first.rejected and all(b < start.dev_bleu - 0.1 for b in first.rejected[:1])  # the whole step fell
+    assert len(first.rejected) <= BACKTRACKS + 1 and first.dev_bleu >= start.dev_bleu
+    assert second.dev_bleu >= first.dev_bleu
+    log = (tmp_path / "none-decoded" / "tune.log").read_text()
+    assert f"iteration 1: decoded dev BLEU {100 * first.rejected[0]:.2f} is below iteration 0's" in log
+    assert "accepted after" in log
+
+
 def test_the_step_search_is_the_default_with_minismts_decoder(system, tmp_path):
     run, decoder = _tune(system, tmp_path, "mert", "forest")
-    log = (tmp_path / "forest" / "tune.log").read_text()
+    log = (tmp_path / "forest-decoded" / "tune.log").read_text()
     assert log.count("length ratio") == 2 * len(run.history) and log.count("; step ") == len(run.history)
     for record in run.history:
         assert 0 <= record.step <= 1 and record.step_bleu >= record.dev_bleu  # rho = 0 is the decoded 1-best
         assert 0.5 < record.dev_length_ratio < 2 and 0.5 < record.tuned_length_ratio < 2
-    settings = json.loads((tmp_path / "forest" / "run.json").read_text())
+    settings = json.loads((tmp_path / "forest-decoded" / "run.json").read_text())
     assert settings["step_search"] == "forest"
     data, model = system
     assert TuningRun(MinismtDevDecoder(str(model), ["x"]), [["x"]], "mert", tmp_path / "d").step_search == "forest"
@@ -172,12 +193,13 @@ class Scaled(Tuner):
 def test_tuned_weights_are_decoded_at_an_l1_norm_of_one(system, tmp_path, decode_norm, fix):
     """The search's threshold pruning is not scale-invariant, so every tuned weight vector is decoded scaled to
     L1 = 1 (as mert-moses.pl): the same direction, not the tuner's growing scale; with 'none' as the tuner gave
-    it, and never when a fixed feature has a non-zero weight (the fixed weights stay)."""
+    it, and never when a fixed feature has a non-zero weight (the fixed weights stay). Every step is accepted
+    here (a grown scale can decode lower, and would be halved)."""
     data, model = system
     decoder = MinismtDevDecoder(str(model), read_lines(data / "dev.src"), stack_size=30, kbest=20)
     try:
         run = TuningRun(decoder, [[r] for r in read_lines(data / "dev.tgt")], Scaled(), tmp_path / "run",
-                        max_iter=3, decode_norm=decode_norm, fix=fix, step_search="none")
+                        max_iter=3, decode_norm=decode_norm, fix=fix, step_search="none", accept="any")
         run.run(decoder.default_weights)
     finally:
         decoder.close()

@@ -58,7 +58,7 @@ def test_hypergraph_and_bo_tuners_run_on_the_decoders_forests(system, tuner, par
         args += ["--tuner-param", item]
     assert main(args) == 0
     weights = read_weights(run_dir / "weights.final")
-    assert len(read_lines(run_dir / "tune.log")) == 2
+    assert sum("tuned BLEU" in line for line in read_lines(run_dir / "tune.log")) == 2  # and any rejected trials
     if extra:
         sparse = {n: v for n, v in weights.items() if n.startswith(("RuleId_", "WordPair_"))}
         assert len(sparse) > 100 and all(abs(v) <= 2 * 0.1 for v in sparse.values())  # two boxes of +-0.1

@@ -38,7 +38,44 @@ def test_loop_merges_stops_and_returns_best(tmp_path):
     assert [float(written[n]) for n in decoder.space.names] == final.tolist()
     if len(history) < 8:
         assert history[-1]["new_hypotheses"] == 0        # stopped because nothing changed
-    assert (tmp_path / "tune.log").read_text().count("iteration") == len(history)
+    records = [line for line in (tmp_path / "tune.log").read_text().splitlines() if "tuned BLEU" in line]
+    assert len(records) == len(history)
+
+
+@pytest.mark.parametrize("accumulate", ["merge", "aggregate", "none"])
+def test_accepted_steps_never_lower_the_decoded_dev_bleu(tmp_path, accumulate):
+    """With accept="decoded" no iteration decodes below the one before it: a step that does is halved and decoded
+    again (the trials' lists accumulated, the log saying each), at worst back to the weights it started from.
+    The same runs with accept="any" do fall, so the property is not the fake decoder's."""
+    from tuners.step import BACKTRACKS
+    falls = backs = 0
+    for seed in range(12):
+        kept = TuningRun(FakeDecoder(), REFS, RandomSearch(seed=seed), tmp_path / f"any{seed}", accumulate,
+                         max_iter=6, accept="any")
+        kept.run(np.array([0.0, 1.0, -1.0]))
+        bleu = [r.dev_bleu for r in kept.history]
+        falls += sum(b < a for a, b in zip(bleu, bleu[1:]))
+        run = TuningRun(FakeDecoder(), REFS, RandomSearch(seed=seed), tmp_path / f"dec{seed}", accumulate,
+                        max_iter=6)
+        run.run(np.array([0.0, 1.0, -1.0]))
+        log = (tmp_path / f"dec{seed}" / "tune.log").read_text()
+        for before, after in zip(run.history, run.history[1:]):
+            assert after.dev_bleu >= before.dev_bleu
+            assert all(trial < before.dev_bleu for trial in after.rejected)
+            assert len(after.rejected) <= BACKTRACKS + 1
+            if len(after.rejected) == BACKTRACKS + 1:  # back to the weights it started from
+                backs += 1
+                assert after.weights == before.weights and after.dev_bleu == before.dev_bleu
+            elif after.rejected:  # a part of the step, not the weights it started from
+                assert not np.allclose(after.weights, before.weights)
+            assert log.count(f"iteration {after.iteration}: decoded dev BLEU") == len(after.rejected) + 1
+        if accumulate == "merge":
+            assert [r.hypotheses for r in run.history] == sorted(r.hypotheses for r in run.history)
+        assert json.loads((tmp_path / f"dec{seed}" / "run.json").read_text())["accept"] == "decoded"
+        assert "accept" not in json.loads((tmp_path / f"any{seed}" / "run.json").read_text())
+    assert falls >= 5 and backs >= 1
+    with pytest.raises(InputError, match="accept='maybe'"):
+        TuningRun(FakeDecoder(), REFS, RandomSearch(), tmp_path / "bad", accept="maybe")
 
 
 def test_aggregate_keeps_instances_per_iteration(tmp_path):

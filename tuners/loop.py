@@ -14,7 +14,10 @@ Moses and cdec plugins provide others) and any registered n-best tuner:
    search graphs with its k-best lists): ``w_{t+1} = w_t + rho (w' - w_t)`` with the ``rho`` in [0, 1]
    whose translations in the search graphs have the best BLEU; a step cut short adds the graphs' best
    translations under ``w'`` to the merged list; ``w_{t+1}`` scaled to an L1 norm of 1 (``decode_norm``),
-5. write a checkpoint (weights, accumulated list, history) atomically.
+5. write a checkpoint (weights, accumulated list, history) atomically,
+6. (the next iteration's decode) the step's acceptance (``accept="decoded"``): when the decode of
+   ``w_{t+1}`` scores below ``w_t``'s decoded dev BLEU, the step is halved and decoded again (at most
+   :data:`~tuners.step.BACKTRACKS` times, then back to ``w_t``), every trial's list accumulated.
 
 That is the k-best iteration. The tuner's class declares in its
 :class:`~tuners.base.TunerTags` what it fits on, and the run picks one of
@@ -70,7 +73,7 @@ from minismt.metrics import BleuReferences, corpus_bleu_from_stats, length_ratio
 from tuners.base import KBestWithReference, Tuner, TunerTags, get_tuner
 from tuners.devdecoder import DevDecoder
 from tuners.fixing import FIXED_COLUMN, FixedFeatures, matches
-from tuners.step import EDGES_PER_REFERENCE_WORD, STEP_SEARCHES, mixed, step_search
+from tuners.step import ACCEPTS, BACKTRACKS, EDGES_PER_REFERENCE_WORD, STEP_SEARCHES, mixed, step_search
 
 DECODE_NORMS = ("l1", "none")
 CHECKPOINT = "checkpoint.json"
@@ -82,7 +85,8 @@ class IterationRecord:
     """One decoding iteration: the weights it decoded with, the decoded dev BLEU and output/reference length
     ratio, the tuner's result on the tuning data (BLEU and length ratio of its weights' best hypotheses) and,
     with a step search, the part ``step`` of the tuner's step taken and the search graphs' BLEU there
-    (``step_bleu``) and at the tuner's weights (``full_step_bleu``)."""
+    (``step_bleu``) and at the tuner's weights (``full_step_bleu``); ``rejected``: the decoded dev BLEU of
+    the trials rejected before these weights were accepted (``accept="decoded"``), in order."""
 
     iteration: int
     dev_bleu: float
@@ -96,6 +100,7 @@ class IterationRecord:
     step: float | None = None
     step_bleu: float | None = None
     full_step_bleu: float | None = None
+    rejected: list[float] = field(default_factory=list)
 
 
 class TuningRun:
@@ -135,6 +140,10 @@ class TuningRun:
         best corpus BLEU (:mod:`tuners.step`); ``"none"``: to the tuner's weights. None: ``"forest"`` when
         the decoder gives k-best lists and forests from one decode (minismt's, Moses', cdec's) and the tuner
         does not fit on forests itself, else ``"none"``.
+    accept : ``"decoded"`` (the default): a step whose decoded dev BLEU is below that of the weights it
+        started from is halved and decoded again, at most :data:`~tuners.step.BACKTRACKS` times, then the
+        iteration goes on from those weights (:mod:`tuners.step`), for every tuner and decoder; ``"any"``:
+        every step is kept.
     """
 
     def __init__(self, decoder: DevDecoder, references: Sequence[Sequence[str]], tuner,
@@ -142,7 +151,7 @@ class TuningRun:
                  max_iter: int = 10, seed: int = 0, return_best: bool = True,
                  lowercase: bool = False, tuner_params: dict | None = None, on_iteration=None,
                  fix: Sequence[str] = (), free: Sequence[str] = (), forest_prune: int | None = None,
-                 step_search: str | None = None, decode_norm: str | None = None):
+                 step_search: str | None = None, decode_norm: str | None = None, accept: str = "decoded"):
         self.tags: TunerTags = (tuner if isinstance(tuner, Tuner) else _tuner_class(tuner)).tags
         if accumulate is None:
             accumulate = self.tags.accumulate
@@ -177,10 +186,14 @@ class TuningRun:
         if decode_norm not in DECODE_NORMS:
             raise InputError(f"decode_norm={decode_norm!r}", expected=" or ".join(map(repr, DECODE_NORMS)))
         self.decode_norm = decode_norm
+        if accept not in ACCEPTS:
+            raise InputError(f"accept={accept!r}", expected=" or ".join(map(repr, ACCEPTS)))
+        self.accept = accept
         self._step_forests: list | None = None  # the step search's forests of this iteration's decode
         self._tuner_output: np.ndarray | None = None  # the tuner's weights of the last iteration, before the step
         self._list_size = 1  # the most hypotheses the last decode listed for a sentence
         self._learned: KBest | None = None  # the search graphs' translations under a cut step's tuner weights
+        self._trial_new = 0  # new hypotheses of this iteration's decodes so far (rejected trials first)
         self.reference_words = [max(1, round(sum(len(r.split()) for r in refs) / max(1, len(refs))))
                                 for refs in references]
         refused = [n for n in decoder.space.names if decoder.fixed_by_config(n) and matches(n, self.free)]
@@ -253,6 +266,8 @@ class TuningRun:
             settings["step_search"] = self.step_search
         if self.decode_norm != "none":
             settings["decode_norm"] = self.decode_norm
+        if self.accept != "any":
+            settings["accept"] = self.accept
         return json.loads(json.dumps(settings, sort_keys=True, default=str))
 
     def _claim(self) -> None:
@@ -386,7 +401,7 @@ class TuningRun:
     def _kbest_iteration(self, tuner: Tuner, weights: np.ndarray, t: int, began: float):
         """An n-best tuner's iteration: fit on the accumulated k-best list (with the forced decoding of the
         references when the tuner needs it and the decoder can force)."""
-        data, dev, new = self._decode_and_accumulate(weights, t)
+        weights, (data, dev, new), rejected = self._accepted(weights, t, self._decode_and_accumulate)
         fit_data = self._tuner_kbest(data)
         if self.tags.needs_reference and self.decoder.forces:
             reference = self.decoder.force(weights, self.first_references, t)
@@ -395,20 +410,20 @@ class TuningRun:
                            "references (the others: the hypothesis with the best sentence BLEU+1)")
             fit_data = KBestWithReference(fit_data, self._tuner_kbest(reference))
         w_next = self._run_weights(tuner.fit(fit_data, self._tuner_weights(weights)))
-        return self._record(t, weights, w_next, data, dev, new, began)
+        return self._record(t, weights, w_next, data, dev, new, began, rejected)
 
     def _online_iteration(self, tuner: Tuner, weights: np.ndarray, t: int, began: float):
         """An online tuner's iteration: the dev set decoded and accumulated as for n-best tuners (dev BLEU,
         stopping rule), then one round in which the tuner decodes its own mini-batches, started from the
         previous round's state."""
-        data, dev, new = self._decode_and_accumulate(weights, t)
+        weights, (data, dev, new), rejected = self._accepted(weights, t, self._decode_and_accumulate)
         source = _BatchSource(self, t)
         w_next = self._run_weights(tuner.warm_start(self.tuner_state).fit(source, self._tuner_weights(weights)))
         self.tuner_state = tuner.state_
         report = getattr(tuner, "report_", None)  # a line of the tuner's own about its round (dtrain's selection)
         if report:
             self._log_line(f"iteration {t}: {report}")
-        return self._record(t, weights, w_next, data, dev, new, began)
+        return self._record(t, weights, w_next, data, dev, new, began, rejected)
 
     def _forest_iteration(self, tuner: Tuner, weights: np.ndarray, t: int, began: float):
         """A hypergraph tuner's iteration: decode forests, tune on the latest ``forest_iterations``
@@ -416,8 +431,7 @@ class TuningRun:
         are decoded again with the weights of its record."""
         if not self.decoder.outputs_forests:  # the base class's error, before any decoding
             DevDecoder.decode_hypergraphs(self.decoder, weights, t)
-        forests, onebest = self._decode_forests(weights, t)
-        dev_stats = self.references.stats(np.arange(len(onebest)), onebest).sum(axis=0, dtype=np.int64)
+        weights, (forests, dev), rejected = self._accepted(weights, t, self._decode_scored_forests)
         window = [u for u in range(t - self.tags.forest_iterations + 1, t + 1) if u >= 0]
         self._forests = {u: f for u, f in self._forests.items() if u in window}
         self._forests[t] = forests
@@ -433,10 +447,42 @@ class TuningRun:
         w_fit = np.asarray(tuner.fit(data, self._tuner_weights(weights)), dtype=np.float64)
         w_next = self._tuner_output = self._run_weights(w_fit)
         edges = sum(f.n_edges for f in forests)
-        self.history.append(IterationRecord(t, corpus_bleu_from_stats(dev_stats), data.bleu(w_fit), edges, edges,
+        self.history.append(IterationRecord(t, dev[0], data.bleu(w_fit), edges, edges,
                                             round(time.perf_counter() - began, 3), [float(x) for x in weights],
-                                            dev_length_ratio=round(length_ratio(dev_stats), 4)))
+                                            dev_length_ratio=round(dev[1], 4), rejected=rejected))
         return w_next, False
+
+    def _accepted(self, weights: np.ndarray, t: int, decode) -> tuple[np.ndarray, tuple, list[float]]:
+        """Decode ``weights``, the step iteration ``t - 1`` took, with ``decode(weights, t, first)`` (whose
+        outcome's second item is the decoded dev BLEU and length ratio); with
+        ``accept="decoded"``, while the dev BLEU is below iteration ``t - 1``'s, halve the step and decode
+        again, and after :data:`BACKTRACKS` halvings go back to iteration ``t - 1``'s weights. Returns the
+        accepted weights, their decode's outcome and the rejected trials' dev BLEU."""
+        outcome = decode(weights, t, True)
+        rejected: list[float] = []
+        previous = self.history[-1] if self.accept == "decoded" and self.history else None
+        if previous is None or previous.iteration != t - 1:
+            return weights, outcome, rejected
+        start = np.asarray(previous.weights, dtype=np.float64)
+        if start.shape[0] < weights.shape[0]:  # sparse features met since then weigh 0 there
+            start = np.concatenate([start, np.zeros(weights.shape[0] - start.shape[0])])
+        while outcome[1][0] < previous.dev_bleu and len(rejected) <= BACKTRACKS:
+            rejected.append(outcome[1][0])
+            back = len(rejected) > BACKTRACKS
+            self._log_line(f"iteration {t}: decoded dev BLEU {100 * rejected[-1]:.2f} is below iteration {t - 1}'s "
+                           f"{100 * previous.dev_bleu:.2f}: "
+                           + ("back to its weights" if back else "the step is halved and decoded again"))
+            weights = start if back else self._decoding_scale(mixed(start, weights, 0.5))
+            outcome = decode(weights, t, False)
+        return weights, outcome, rejected
+
+    def _decode_scored_forests(self, weights: np.ndarray, t: int,
+                               first: bool = True) -> tuple[list, tuple[float, float]]:
+        """The dev set's forests under ``weights`` (:meth:`_decode_forests`) and the dev BLEU and length ratio
+        of the decoder's 1-best."""
+        forests, onebest = self._decode_forests(weights, t)
+        stats = self.references.stats(np.arange(len(onebest)), onebest).sum(axis=0, dtype=np.int64)
+        return forests, (corpus_bleu_from_stats(stats), length_ratio(stats))
 
     def _decode_forests(self, weights: np.ndarray, t: int) -> tuple[list, list[str]]:
         """The dev set's forests under ``weights`` (pruned to ``forest_prune`` edges per reference word) and
@@ -447,10 +493,13 @@ class TuningRun:
                        for forest, words in zip(forests, self.reference_words)]
         return forests, onebest
 
-    def _decode_and_accumulate(self, weights: np.ndarray, t: int) -> tuple[KBest, tuple[float, float], int]:
+    def _decode_and_accumulate(self, weights: np.ndarray, t: int,
+                               first: bool = True) -> tuple[KBest, tuple[float, float], int]:
         """Decode the dev set into a k-best list (with the step search, and its forests), accumulate it; the
         tuning data (the accumulated list, an aggregated one for ``aggregate``), the dev BLEU and length
-        ratio of the 1-best and the number of new hypotheses."""
+        ratio of the 1-best and the number of new hypotheses. ``first``: the iteration's first decode (a
+        later one, after a rejected trial, neither starts the lists afresh nor counts the trial's
+        hypotheses as new again)."""
         if self.step_search == "forest":
             budgets = [EDGES_PER_REFERENCE_WORD * words for words in self.reference_words]
             kbest, onebest, forests = self.decoder.decode_with_forests(weights, t, budgets)
@@ -464,25 +513,27 @@ class TuningRun:
         self._list_size = max(1, int(np.diff(kbest.offsets).max(initial=0)))
         dev_stats = self.references.stats(np.arange(len(onebest)), onebest).sum(axis=0, dtype=np.int64)
         dev = (corpus_bleu_from_stats(dev_stats), length_ratio(dev_stats))
-        if self.reset_after and t > 0 and t % self.reset_after == 0:
+        if first and self.reset_after and t > 0 and t % self.reset_after == 0:
             self._accumulated = None
         elif self._learned is not None and self._accumulated is not None:
             self._accumulated = self._accumulated.merge(self._learned)
         self._learned = None
-        new = _new_hypotheses(self._accumulated, kbest)
+        new = _new_hypotheses(self._accumulated, kbest) + (0 if first else self._trial_new)
+        self._trial_new = new
         self._accumulated = self._accumulate(self._accumulated, kbest)
         data = KBest.aggregate(self._accumulated) if isinstance(self._accumulated, list) else self._accumulated
         return data, dev, new
 
     def _record(self, t: int, weights: np.ndarray, w_next, data: KBest, dev: tuple[float, float], new: int,
-                began: float) -> tuple[np.ndarray, bool]:
+                began: float, rejected: list[float]) -> tuple[np.ndarray, bool]:
         """Record a k-best or online iteration, after the step search (if any) from ``weights`` towards the
-        tuner's ``w_next``; converged when decoding added no new hypothesis (after the first)."""
+        tuner's ``w_next``; converged when decoding (with its rejected trials) added no new hypothesis
+        (after the first)."""
         w_next = np.asarray(w_next, dtype=np.float64)
         tuned = data.corpus_stats(data.model_best(w_next))
         record = IterationRecord(t, dev[0], corpus_bleu_from_stats(tuned), data.n_hypotheses, new, 0.0,
                                  [float(x) for x in weights], dev_length_ratio=round(dev[1], 4),
-                                 tuned_length_ratio=round(length_ratio(tuned), 4))
+                                 tuned_length_ratio=round(length_ratio(tuned), 4), rejected=rejected)
         self._tuner_output = w_next
         if self.step_search == "forest":
             # between weights of one L1 norm (when they may be scaled), so that rho is the share of the turn
@@ -540,6 +591,10 @@ class TuningRun:
         if record.step is not None:
             step = (f"; step {record.step:.3g} of the tuner's (search-graph BLEU {100 * record.step_bleu:.2f} there"
                     + (f", {100 * record.full_step_bleu:.2f} at the tuner's weights)" if record.step < 1 else ")"))
+        if record.rejected:
+            step += (f"; accepted after {len(record.rejected)} rejected trial"
+                     + ("s" if len(record.rejected) > 1 else "") + " (decoded dev BLEU "
+                     + ", ".join(f"{100 * b:.2f}" for b in record.rejected) + ")")
         previous = [r for r in self.history if r.iteration < record.iteration]
         change = f" ({100 * (record.dev_bleu - previous[-1].dev_bleu):+.2f})" if previous else ""
         self._log_line(f"iteration {record.iteration}: decoded dev BLEU {100 * record.dev_bleu:.2f}{change}"

@@ -27,16 +27,16 @@ def tuning_run(decoder: DevDecoder, references: Sequence[Sequence[str]], tuner: 
                keep: str = "best", lowercase: bool = False, params: dict | None = None,
                on_iteration=None, fix: Sequence[str] = (), free: Sequence[str] = (),
                forest_prune: int | None = None, step_search: str | None = None,
-               decode_norm: str | None = None) -> TuningRun:
+               decode_norm: str | None = None, accept: str = "decoded") -> TuningRun:
     """The :class:`TuningRun` of ``tuner`` decoding with ``decoder``; ``keep`` is "best" (the best dev
     BLEU's weights) or "last", ``params`` the tuner's parameters, ``fix`` and ``free`` feature name
     patterns (see :mod:`tuners.fixing`), ``forest_prune`` the hypergraph tuners' forest pruning (edges per
-    reference word), ``step_search`` "forest" or "none" and ``decode_norm`` "l1" or "none" (None: the run's
-    defaults; see :class:`TuningRun`)."""
+    reference word), ``step_search`` "forest" or "none", ``decode_norm`` "l1" or "none" (None: the run's
+    defaults) and ``accept`` "decoded" or "any" (see :class:`TuningRun`)."""
     return TuningRun(decoder, references, tuner, run_dir, accumulate=accumulate, reset_after=reset_after,
                      max_iter=iterations, seed=seed, return_best=keep == "best", lowercase=lowercase,
                      tuner_params=params, on_iteration=on_iteration, fix=fix, free=free, forest_prune=forest_prune,
-                     step_search=step_search, decode_norm=decode_norm)
+                     step_search=step_search, decode_norm=decode_norm, accept=accept)
 
 
 def minismt_tuning_run(model_dir: str, sources: Sequence[str], references: Sequence[Sequence[str]], tuner: str,

@@ -27,6 +27,16 @@ The tuning loop (:class:`tuners.loop.TuningRun`) compares ``w_t`` and ``w'`` sca
 ``rho`` is the share of the turn from one direction to the other; and when it cuts a step short, the
 graphs' best translations under ``w'`` join the merged k-best list, so that the next fit sees what ``w'``
 would choose (as a decode at ``w'`` would show it) instead of proposing it again unseen.
+
+The graphs are still those of ``w_t``: far enough from it the search at the chosen point prunes otherwise
+and can find worse translations than the graphs promise. So the loop then checks the step where it is
+judged, on the decoded dev BLEU (``accept="decoded"``, :data:`ACCEPTS`): a step whose decode scores below
+the weights it started from is halved and decoded again, up to :data:`BACKTRACKS` times, and after that the
+iteration goes on from the weights it started from (decoded again, so that its lists and graphs are there):
+the backtracking line search on the objective itself (Nocedal & Wright 2006, sec. 3.1, with the sufficient
+decrease asked for being none). Every trial's k-best list joins the accumulated lists (what the search does
+at those weights), so the next fit sees what it would choose there. With a deterministic decoder no decoded
+iteration is then below the one before it.
 """
 
 from __future__ import annotations
@@ -43,6 +53,13 @@ EDGES_PER_REFERENCE_WORD = 50
 """The step search's forests keep this many edges per reference word (Moses' ``--hg-prune`` default)."""
 
 STEP_SEARCHES = ("forest", "none")
+
+ACCEPTS = ("decoded", "any")
+"""``"decoded"``: a step is kept only when its decoded dev BLEU is not below that of the weights it started
+from (else it is halved, see the module docstring); ``"any"``: every step is kept, as the loop was before."""
+BACKTRACKS = 3
+"""Halvings of a rejected step before the iteration goes back to the weights it started from: the step's
+last trial is an eighth of it, and an iteration decodes at most :data:`BACKTRACKS` + 2 times."""
 
 
 @dataclass(frozen=True)

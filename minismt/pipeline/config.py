@@ -205,6 +205,10 @@ SCHEMA: dict[str, dict[str, Key]] = {
                            "how far an iteration moves towards its tuner's weights: 'forest' (the point of the "
                            "step with the best BLEU on the dev set's search graphs, minismt tune --step-search; "
                            "the default for every tuner that does not fit on forests) or 'none' (the whole step)"),
+        "accept": Key("decoded", _str(choices=("decoded", "any")),
+                      "which steps an iteration keeps: 'decoded' (a step only when its decoded dev BLEU is not "
+                      "below that of the weights it started from, else halved and decoded again; minismt tune "
+                      "--accept) or 'any'"),
         "decode_norm": Key(None, _str(optional=True, choices=("l1", "none")),
                            "'l1': decode every tuned weight vector scaled to an L1 norm of 1, as mert-moses.pl "
                            "(minismt tune --decode-norm; the default for the n-best tuners) or 'none'"),

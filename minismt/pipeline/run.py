@@ -86,7 +86,7 @@ def _write_step(folder: str, step: str, label: str, key: str, key_parts: dict, s
 
 # ---- the tuning run of one (tuner, seed), also run in worker processes ------------------------
 RUN_OPTIONS = ("iterations", "seed", "accumulate", "reset_after", "keep", "lowercase", "params", "fix",
-               "step_search", "decode_norm")
+               "step_search", "decode_norm", "accept")
 """The keys of a tuning run's spec (the pipeline's ``[tune]`` table) that :func:`tuners.runs.tuning_run` takes."""
 
 
@@ -310,6 +310,7 @@ class Pipeline:
                 # keys did
                 parts["step_search"] = u["step_search"]
                 parts["decode_norm"] = u["decode_norm"]
+                parts["accept"] = u["accept"]  # always: the step's acceptance (on by default) changed them too
                 key = json_sha256({"step": "tune", "format": STEP_FORMAT, **parts})
                 folder = self.folder("tune", key, tuner)
                 specs.append({"tuner": tuner, "seed": seed, "seeded": seeded, "key_parts": parts, "key": key,
@@ -321,7 +322,7 @@ class Pipeline:
                               + (f" seed {seed}" if seeded else " (no randomness: one run for every seed)"),
                               **{k: u[k] for k in ("iterations", "kbest", "stack", "accumulate", "reset_after",
                                                    "keep", "lowercase", "fix", "step_search",
-                                                   "decode_norm")}})
+                                                   "decode_norm", "accept")}})
         return specs
 
     def tune(self, corpus: StepOutcome, model: StepOutcome) -> list[dict]:
