@@ -179,7 +179,7 @@ def run(quick: bool = False, iterations: int = 6, stack: int = 100, jobs: int = 
                                       "step_bleu": None if record.step is None else round(100 * record.step_bleu, 2),
                                       "full_step_bleu": None if record.step is None
                                       else round(100 * record.full_step_bleu, 2),
-                                      "rejected_dev_bleu": [round(100 * b, 2) for b in record.rejected]})
+                                      "rejected_dev_bleu": [round(100 * b, 4) for b in record.rejected]})
             final_key = tuple(float(x) for x in final)
             if final_key not in test_output:
                 test_output[final_key] = _test_decode(model, final_key, decoder.space, test_src, settings)

@@ -159,6 +159,36 @@ def test_a_step_that_decodes_below_its_start_is_halved_until_it_does_not(system,
     assert "accepted after" in log
 
 
+class ForestProposal(Proposal):
+    """:class:`Proposal` as a tuner that fits on forests."""
+
+    tags = TunerTags(fits_on="forests")
+
+
+def test_a_forest_tuner_whose_step_goes_back_to_its_start_stops_there(system, tmp_path):
+    """A forest tuner's data are the forests of the weights it decoded with: when its step was rejected until
+    the iteration went back to those weights, the next fit would take the same forests and propose the same
+    step, so the run stops there (it decoded the same rejected trials again before), and the last weights it
+    returns are the decoded ones, not the rejected proposal."""
+    from tuners.step import BACKTRACKS
+    data, model = system
+    start = MinismtDevDecoder(str(model), ["x"]).default_weights
+    space = MinismtDevDecoder(str(model), ["x"]).space
+    awful = space.weights({**dict(zip(space.dense_names, start)), "LM0_0": -1000.0}, grow=False)
+    decoder = MinismtDevDecoder(str(model), read_lines(data / "dev.src"), stack_size=30, kbest=20)
+    try:
+        run = TuningRun(decoder, [[r] for r in read_lines(data / "dev.tgt")], ForestProposal(awful.tolist()),
+                        tmp_path / "run", max_iter=4, return_best=False)
+        final = run.run(start)
+    finally:
+        decoder.close()
+    assert [r.iteration for r in run.history] == [0, 1]
+    assert len(run.history[1].rejected) == BACKTRACKS + 1
+    assert run.history[1].weights == run.history[0].weights and np.allclose(final, run.history[0].weights)
+    assert "iteration 1: back at iteration 0's weights, whose forests the tuner has fitted: converged" in \
+        (tmp_path / "run" / "tune.log").read_text()
+
+
 def test_the_step_search_is_the_default_with_minismts_decoder(system, tmp_path):
     run, decoder = _tune(system, tmp_path, "mert", "forest")
     log = (tmp_path / "forest-decoded" / "tune.log").read_text()

@@ -13,6 +13,8 @@ import time
 from pathlib import Path
 
 import numpy as np
+from hypothesis import given
+from hypothesis import strategies as st
 import pytest
 
 from fake_decoder import REFS, FakeDecoder, RandomSearch
@@ -172,3 +174,16 @@ def test_the_decoder_declares_what_it_can_do(tmp_path):
     with pytest.raises(InputError, match="FakeDecoder does not output hypergraphs"):
         run.run(np.zeros(3))
     assert not (tmp_path / "b" / "tune.log").exists()
+
+
+@given(st.floats(0.0, 1.0), st.floats(0.0, 1.0))
+def test_a_rejected_trial_is_shown_below_the_bleu_it_fell_from(a, b):
+    """The acceptance's log line says "decoded dev BLEU X is below iteration t's Y": X and Y have two
+    decimals, or as many more as make them differ (a fall of 0.003 BLEU is not shown as 32.00 below 32.00)."""
+    from tuners.loop import _distinct_percents
+    low, high = _distinct_percents(min(a, b), max(a, b))
+    places = len(low.split(".")[1])
+    assert places == len(high.split(".")[1]) and 2 <= places <= 6
+    assert float(low) <= float(high)
+    if round(100 * max(a, b), 6) - round(100 * min(a, b), 6) >= 2e-6:
+        assert low != high and (places == 2 or f"{100 * a:.{places - 1}f}" == f"{100 * b:.{places - 1}f}")

@@ -43,7 +43,9 @@ weights: every strategy gives its tuner the data and weights of a
 :class:`~tuners.fixing.FixedFeatures` view without them.
 
 It stops after ``max_iter`` iterations or when decoding adds no new hypothesis
-to the accumulated list, and returns the weights with the best dev BLEU (or
+to the accumulated list (a forest tuner: when its step was rejected until the
+iteration went back to the weights it started from, whose forests it has fitted
+already), and returns the weights with the best dev BLEU (or
 the last ones). A run killed at any point resumes from its last checkpoint and
 ends with bit-identical weights, because every input of an iteration is in the
 checkpoint and every random choice is seeded by (seed, iteration).
@@ -450,6 +452,10 @@ class TuningRun:
         self.history.append(IterationRecord(t, dev[0], data.bleu(w_fit), edges, edges,
                                             round(time.perf_counter() - began, 3), [float(x) for x in weights],
                                             dev_length_ratio=round(dev[1], 4), rejected=rejected))
+        if len(rejected) > BACKTRACKS:  # back at weights whose forests were fitted: the same step would follow
+            self._log_line(f"iteration {t}: back at iteration {t - 1}'s weights, whose forests the tuner has "
+                           "fitted: converged")
+            return weights, True
         return w_next, False
 
     def _accepted(self, weights: np.ndarray, t: int, decode) -> tuple[np.ndarray, tuple, list[float]]:
@@ -469,8 +475,8 @@ class TuningRun:
         while outcome[1][0] < previous.dev_bleu and len(rejected) <= BACKTRACKS:
             rejected.append(outcome[1][0])
             back = len(rejected) > BACKTRACKS
-            self._log_line(f"iteration {t}: decoded dev BLEU {100 * rejected[-1]:.2f} is below iteration {t - 1}'s "
-                           f"{100 * previous.dev_bleu:.2f}: "
+            low, high = _distinct_percents(rejected[-1], previous.dev_bleu)
+            self._log_line(f"iteration {t}: decoded dev BLEU {low} is below iteration {t - 1}'s {high}: "
                            + ("back to its weights" if back else "the step is halved and decoded again"))
             weights = start if back else self._decoding_scale(mixed(start, weights, 0.5))
             outcome = decode(weights, t, False)
@@ -548,7 +554,10 @@ class TuningRun:
         w_next = self._decoding_scale(w_next)
         record.seconds = round(time.perf_counter() - began, 3)
         self.history.append(record)
-        return w_next, t > 0 and new == 0
+        converged = t > 0 and new == 0
+        if converged and len(rejected) > BACKTRACKS:  # the same lists again: the last weights are the decoded ones
+            return weights, True
+        return w_next, converged
 
     def _learn_from_forests(self, target: np.ndarray, t: int) -> None:
         """A step cut short: the search graphs' best distinct translations under the tuner's weights join the
@@ -591,11 +600,12 @@ class TuningRun:
         if record.step is not None:
             step = (f"; step {record.step:.3g} of the tuner's (search-graph BLEU {100 * record.step_bleu:.2f} there"
                     + (f", {100 * record.full_step_bleu:.2f} at the tuner's weights)" if record.step < 1 else ")"))
-        if record.rejected:
-            step += (f"; accepted after {len(record.rejected)} rejected trial"
-                     + ("s" if len(record.rejected) > 1 else "") + " (decoded dev BLEU "
-                     + ", ".join(f"{100 * b:.2f}" for b in record.rejected) + ")")
         previous = [r for r in self.history if r.iteration < record.iteration]
+        if record.rejected:
+            shown = [_distinct_percents(b, previous[-1].dev_bleu)[0] if previous else f"{100 * b:.2f}"
+                     for b in record.rejected]
+            step += (f"; accepted after {len(record.rejected)} rejected trial"
+                     + ("s" if len(record.rejected) > 1 else "") + " (decoded dev BLEU " + ", ".join(shown) + ")")
         change = f" ({100 * (record.dev_bleu - previous[-1].dev_bleu):+.2f})" if previous else ""
         self._log_line(f"iteration {record.iteration}: decoded dev BLEU {100 * record.dev_bleu:.2f}{change}"
                        f"{ratio(record.dev_length_ratio)}; {size}{step}; {record.seconds:.1f} s")
@@ -675,3 +685,13 @@ class _BatchSource:
         requests = [(run._run_weights(w, count=False), indices) for w, indices in requests]
         batches = run.decoder.decode_batch_forests(requests, self.iteration)
         return [[run.view.forest(g) if run.view.active else g for g in forests] for forests in batches]
+
+
+def _distinct_percents(a: float, b: float) -> tuple[str, str]:
+    """BLEU fractions ``a`` and ``b`` as percentages with two decimals, or with as many more (up to six) as
+    make them differ, so that a log line never says that 32.00 is below 32.00."""
+    for places in range(2, 7):
+        low, high = f"{100 * a:.{places}f}", f"{100 * b:.{places}f}"
+        if low != high:
+            break
+    return low, high

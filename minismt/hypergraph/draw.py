@@ -10,12 +10,15 @@ from its tails to its head, the nodes in rows by layer (:func:`layered_layout`).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import networkx as nx
 import numpy as np
 
 from minismt.errors import InputError
 from minismt.hypergraph.graph import Hypergraph
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 
 def _node_label(hg: Hypergraph, v: int) -> str:
@@ -39,6 +42,7 @@ def to_networkx(hg: Hypergraph, w=None) -> nx.DiGraph:
     ``score`` when weights ``w`` are given (or the hypergraph was reweighted).
     Arcs tail -> edge carry ``position`` (0-based tail index).
     """
+    import networkx as nx  # imported here: the decoders import this package and never draw
     scores = None if w is None and hg.scores is None else hg.edge_scores(w)
     graph = nx.DiGraph(goal=("node", hg.goal) if hg.n_nodes else None)
     for v in range(hg.n_nodes):
