@@ -42,6 +42,8 @@ BENCHMARKS = {
                                                    "corpus": "multi30k-fr-en"}),
     "tuner-quality-hard-hiero": ("tuner_quality", {"max_train": 3000, "iterations": 4, "runs": "all-tuners",
                                                    "model_kind": "hiero"}),
+    "tuner-quality-hard-hiero-seeds": ("tuner_quality", {"max_train": 3000, "iterations": 4, "runs": "seeds",
+                                                         "model_kind": "hiero"}),
     "tuner-quality-hard-fr-en-hiero": ("tuner_quality", {"max_train": 3000, "iterations": 4, "runs": "all-tuners",
                                                          "corpus": "multi30k-fr-en", "model_kind": "hiero"}),
     "tuner-quality-long": ("tuner_quality", {"max_train": 3000, "join": 3, "iterations": 4, "runs": "all-tuners"}),
