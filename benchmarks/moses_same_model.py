@@ -21,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from tuner_quality import _bleu_and_ratio, prepare
+from tuner_quality import _bleu_and_ratio, _test_decode, prepare
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 MOSES_TOOLS = SHARED / "tools" / "moses"
@@ -68,7 +68,6 @@ def run(quick: bool = False, corpus: str = "multi30k-de-en", max_train: int | No
     from minismt.decode import DecoderSettings
     from minismt.io import read_lines
     from tuners.devdecoder import MinismtDevDecoder
-    from tuner_quality import _test_decode
     if not (MOSES_TOOLS / "bin" / "moses").exists():
         return {"skipped": f"no real Moses at {MOSES_TOOLS / 'bin' / 'moses'}"}
     if shutil.which("perl") is None:

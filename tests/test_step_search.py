@@ -122,11 +122,16 @@ def _tune(system, tmp_path, tuner, step_search, iterations=2, accept="decoded"):
     return run, decoder
 
 
+def _default_weights_with(model, changes: dict) -> np.ndarray:
+    """The model's default weights with ``changes`` ({name: value}) put in."""
+    decoder = MinismtDevDecoder(str(model), ["x"])
+    space = decoder.space
+    return space.weights({**dict(zip(space.dense_names, decoder.default_weights)), **changes}, grow=False)
+
+
 def _bad_weights(model) -> np.ndarray:
     """The default weights with no LM and a word bonus of 10: long, disfluent output."""
-    space = MinismtDevDecoder(str(model), ["x"]).space
-    return space.weights({**dict(zip(space.dense_names, MinismtDevDecoder(str(model), ["x"]).default_weights)),
-                          "LM0_0": 0.0, "WordPenalty0_0": -10.0}, grow=False)
+    return _default_weights_with(model, {"LM0_0": 0.0, "WordPenalty0_0": -10.0})
 
 
 def test_a_step_the_search_graphs_show_to_fall_is_cut_short(system, tmp_path):
@@ -172,9 +177,7 @@ def test_a_forest_tuner_whose_step_goes_back_to_its_start_stops_there(system, tm
     returns are the decoded ones, not the rejected proposal."""
     from tuners.step import BACKTRACKS
     data, model = system
-    start = MinismtDevDecoder(str(model), ["x"]).default_weights
-    space = MinismtDevDecoder(str(model), ["x"]).space
-    awful = space.weights({**dict(zip(space.dense_names, start)), "LM0_0": -1000.0}, grow=False)
+    start, awful = _default_weights_with(model, {}), _default_weights_with(model, {"LM0_0": -1000.0})
     decoder = MinismtDevDecoder(str(model), read_lines(data / "dev.src"), stack_size=30, kbest=20)
     try:
         run = TuningRun(decoder, [[r] for r in read_lines(data / "dev.tgt")], ForestProposal(awful.tolist()),

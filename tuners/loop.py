@@ -602,8 +602,8 @@ class TuningRun:
                     + (f", {100 * record.full_step_bleu:.2f} at the tuner's weights)" if record.step < 1 else ")"))
         previous = [r for r in self.history if r.iteration < record.iteration]
         if record.rejected:
-            shown = [_distinct_percents(b, previous[-1].dev_bleu)[0] if previous else f"{100 * b:.2f}"
-                     for b in record.rejected]
+            # a trial is rejected against the record before it, so there is one
+            shown = [_distinct_percents(b, previous[-1].dev_bleu)[0] for b in record.rejected]
             step += (f"; accepted after {len(record.rejected)} rejected trial"
                      + ("s" if len(record.rejected) > 1 else "") + " (decoded dev BLEU " + ", ".join(shown) + ")")
         change = f" ({100 * (record.dev_bleu - previous[-1].dev_bleu):+.2f})" if previous else ""
