@@ -82,7 +82,7 @@ class FeatureSpace:
             self.add(name)
 
     def _append(self, name: str) -> int:
-        if not isinstance(name, str) or not name or any(c.isspace() for c in name):
+        if not isinstance(name, str) or name.split(None, 1) != [name]:  # empty, or a space (str.isspace's) in it
             raise InputError(f"bad feature name {name!r}", expected="a non-empty name without spaces")
         index = len(self._names)
         self._names.append(name)
@@ -143,7 +143,10 @@ class FeatureSpace:
         return index < self.n_dense
 
     def copy(self) -> "FeatureSpace":
-        return FeatureSpace(self.dense_names, self.sparse_names)
+        """The same names in a space of its own (the names are not checked again)."""
+        out = FeatureSpace.__new__(FeatureSpace)
+        out._names, out._index, out.n_dense = list(self._names), dict(self._index), self.n_dense
+        return out
 
     # ---- vectors -------------------------------------------------------------
     def split(self, values: Mapping[str, float], grow: bool = True):

@@ -20,6 +20,7 @@ after the aligner's kernels) is imported by the process that decodes, when it fi
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 import multiprocessing
 import os
@@ -42,6 +43,34 @@ from minismt.progress import in_worker_process
 
 _DECODERS: dict = {}  # per-process cache: DecodeJob.key() -> Decoder
 _MODELS: dict = {}    # per-process cache: model_dir -> PhraseModel (new weights do not reload it)
+_NAMES: dict = {}     # per-process cache: names digest -> the names tuple (the latest few), see DecodeJob
+_NAMES_KEPT = 4
+
+
+_LAST_NAMES: list = [None, "", ""]  # the last names tuple given to a DecodeJob, its text and digest
+
+
+def _names_text(names: tuple[str, ...]) -> tuple[str | None, str]:
+    """``(text, digest)`` of ``names``: their lines (None if a name holds a line break) and the BLAKE2b digest
+    of the lines, kept for the last tuple (a tuner sends the same names with every new weights)."""
+    if _LAST_NAMES[0] is not names:
+        text = "\n".join(names)
+        if text.count("\n") != len(names) - 1 and names:  # the lines would not tell the names apart
+            text, data = None, ("json\n" + json.dumps(names)).encode("utf-8")
+        else:
+            data = ("lines\n" + text).encode("utf-8")
+        _LAST_NAMES[:] = [names, text, hashlib.blake2b(data, digest_size=16).hexdigest()]
+    return _LAST_NAMES[1], _LAST_NAMES[2]
+
+
+def _interned_names(digest: str, names: tuple[str, ...]) -> tuple[str, ...]:
+    """The one tuple of this process for the names of ``digest`` (``names`` if it is the first): the
+    decoders' caches of what each name is know it by identity."""
+    kept = _NAMES.pop(digest, None)
+    _NAMES[digest] = kept = names if kept is None else kept  # the latest used last
+    while len(_NAMES) > _NAMES_KEPT:
+        _NAMES.pop(next(iter(_NAMES)))
+    return kept
 
 
 @dataclass
@@ -68,6 +97,7 @@ class DecodeJob:
     mbr_size: int = 200              # its candidates: the search graph's best distinct translations (Moses' 200)
     mbr_scale: float = 1.0           # p(d) ~ exp(mbr_scale * w . f(d)) (Moses' -mbr-scale)
     weights_digest: str = field(init=False, default="")
+    names_digest: str = field(init=False, default="")
 
     def __post_init__(self):
         if self.mbr not in (None, "kbest", "forest"):
@@ -86,11 +116,30 @@ class DecodeJob:
         elif self.weights is not None:
             self.weights = np.ascontiguousarray(self.weights, dtype=np.float64)
             self.names = tuple(self.names)
+        self.names_digest = _names_text(self.names)[1]
+        self.names = _interned_names(self.names_digest, self.names)
         digest = hashlib.blake2b(digest_size=16)
         if self.weights is not None:
             digest.update(self.weights.tobytes())
-            digest.update("\n".join(self.names).encode("utf-8"))
+            digest.update(self.names_digest.encode("ascii"))
         self.weights_digest = digest.hexdigest()
+
+    def __getstate__(self) -> dict:
+        """Pickled with its names as one string (many sparse names pickle and load 10x faster so), which a
+        process that has them by their digest does not split again."""
+        state = dict(self.__dict__)
+        text = _names_text(self.names)[0]
+        if self.names and text is not None:
+            state["names"] = text
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        names = state["names"]
+        if isinstance(names, str):
+            kept = _NAMES.get(state["names_digest"])
+            state["names"] = _interned_names(state["names_digest"],
+                                             kept if kept is not None else tuple(names.split("\n")))
+        self.__dict__.update(state)
 
     def key(self) -> tuple:
         return self.model_dir, self.grammar, self.settings.search_key(), self.weights_digest
@@ -101,9 +150,15 @@ def named_weights(space: FeatureSpace, weights) -> tuple[np.ndarray, tuple[str, 
     the non-zero sparse ones (a zero weighs nothing, and a tuned space can hold many names)."""
     weights = np.asarray(weights, dtype=np.float64)
     n = space.n_dense
-    sparse = (np.flatnonzero(weights[n:len(space)]) + n).tolist()
-    return (np.concatenate([weights[:n], weights[sparse]]),
-            tuple(space.dense_names) + tuple(space.name(i) for i in sparse))
+    sparse = np.flatnonzero(weights[n:len(space)]) + n
+    last_space, last_sparse, names = _LAST_NAMED
+    if last_space is not space or not np.array_equal(last_sparse, sparse):  # a space's names never change
+        names = tuple(space.dense_names) + tuple(space.name(i) for i in sparse.tolist())
+        _LAST_NAMED[:] = [space, sparse, names]
+    return np.concatenate([weights[:n], weights[sparse]]), names
+
+
+_LAST_NAMED: list = [None, None, ()]  # named_weights' last space, sparse indices and names: the same tuple again
 
 
 @dataclass
@@ -361,11 +416,10 @@ def _best_only(job: DecodeJob) -> bool:
 
 def _hiero_decoder_of(job: DecodeJob, grammar, lm):
     from minismt.decode.hiero import HieroDecoder
-    weights = None if job.weights is None else dict(zip(job.names, job.weights.tolist()))
     settings = job.settings
-    return HieroDecoder(grammar, lm, weights, table_limit=settings.table_limit,
+    return HieroDecoder(grammar, lm, job.weights, table_limit=settings.table_limit,
                         pop_limit=settings.pop_limit, max_span=settings.max_chart_span,
-                        sparse_features=settings.sparse_features)
+                        sparse_features=settings.sparse_features, names=None if job.weights is None else job.names)
 
 
 def decode_chunk(job: DecodeJob, indices: Sequence[int], sentences: Sequence[str]) -> list[SentenceOutput]:

@@ -378,6 +378,56 @@ def test_parallel_outputs_and_dev_decoder_carry_sparse_features(system):
         assert sparse_part(forced.feature_dict(int(forced.offsets[i])))
 
 
+def test_weights_over_names_decode_as_the_same_weights_by_name(system):
+    """A worker's weights (an array over names, dense names first, as a DecodeJob sends them) give the decoder
+    the weights the same ``{name: weight}`` gives, new weights over the same names too (their ids are kept), and
+    the same checks of each name: a family that is off, an unknown name or a weight that is not finite."""
+    _, _, model, test = system
+    probe = Decoder(model, stack_size=30, sparse_features=BOTH)
+    used = sorted({name for sentence in test[:6] for name in probe.decode(sentence).sparse})
+    names = tuple(FEATURE_NAMES) + tuple(used) + ("RuleId_never~seen",)
+    rng = np.random.default_rng(4)
+    for trial in range(3):
+        values = np.concatenate([probe.weights, rng.normal(0, 1, len(names) - len(FEATURE_NAMES))])
+        values[len(FEATURE_NAMES) + trial::3] = 0.0
+        by_array = Decoder(model, weights=values, names=names, stack_size=30, sparse_features=BOTH)
+        by_name = Decoder(model, weights=dict(zip(names, values.tolist())), stack_size=30, sparse_features=BOTH)
+        assert by_array.weight_dict() == by_name.weight_dict()
+        assert by_array.sparse_weights == {n: v for n, v in zip(names[len(FEATURE_NAMES):],
+                                                                 values[len(FEATURE_NAMES):].tolist()) if v}
+        for sentence in test[:6]:
+            a, b = by_array.decode(sentence), by_name.decode(sentence)
+            assert (a.best, a.score, a.sparse) == (b.best, b.score, b.sparse)
+    for bad, error in ((("WordPair_a~b",), "word-pair features are off"), (("NoSuch_a",), "unknown feature name")):
+        with pytest.raises(InputError, match=error):
+            Decoder(model, weights=np.concatenate([probe.weights, [1.0]]), names=tuple(FEATURE_NAMES) + bad,
+                    sparse_features="rule-id")
+    assert Decoder(model, weights=np.concatenate([probe.weights, [0.0]]), names=tuple(FEATURE_NAMES) + ("NoSuch_a",),
+                   sparse_features="rule-id").sparse_weights == {}  # a zero weight is not looked at, as by name
+    values = np.concatenate([probe.weights, np.ones(len(names) - len(FEATURE_NAMES))])
+    values[-2] = np.nan
+    with pytest.raises(InputError, match="weight of"):
+        Decoder(model, weights=values, names=names, sparse_features=BOTH)
+
+
+def test_a_decode_job_pickles_its_names_as_one_text_and_a_process_keeps_one_tuple_of_them(system):
+    import pickle
+    _, model_dir, _, _ = system
+    names = tuple(FEATURE_NAMES) + tuple(f"RuleId_w{i}~v{i}" for i in range(2000))
+    job = DecodeJob(model_dir, DecoderSettings(sparse_features=BOTH), np.arange(len(names), dtype=float), names)
+    state = job.__getstate__()
+    assert state["names"] == "\n".join(names)
+    again = pickle.loads(pickle.dumps(job))
+    assert again.names == names and again.names is job.names  # this process has them: the same tuple
+    assert (again.key(), again.names_digest) == (job.key(), job.names_digest)
+    other = DecodeJob(model_dir, DecoderSettings(sparse_features=BOTH), np.zeros(len(names)), tuple(list(names)))
+    assert other.names is job.names and other.key() != job.key()
+    odd = DecodeJob(model_dir, DecoderSettings(), np.zeros(2), ("a\nb", "c"))  # a line break: kept as a tuple
+    assert odd.__getstate__()["names"] == ("a\nb", "c") and pickle.loads(pickle.dumps(odd)).names == ("a\nb", "c")
+    for joined_alike in (("a", "b", "c"), ("a", "b\nc")):
+        assert DecodeJob(model_dir, DecoderSettings(), np.zeros(len(joined_alike)), joined_alike).names == joined_alike
+
+
 def test_decode_job_without_sparse_features_is_unchanged(system):
     _, model_dir, _, test = system
     job = DecodeJob(model_dir, DecoderSettings(stack_size=30, kbest=5))

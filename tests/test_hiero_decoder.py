@@ -224,6 +224,42 @@ def test_sparse_rule_features_on_the_edges(lm):
             assert sum(k.startswith("RuleShape_") for k in sparse) == 1
 
 
+def test_weights_over_names_decode_as_the_same_weights_by_name(lm):
+    """A worker's weights (an array over names, the dense names first) give the Hiero decoder the weights the same
+    ``{name: weight}`` gives, new weights over the same names too (the grammar keeps each name's place), and the
+    same checks: a family that is off, an unknown name, a weight that is not finite; a name no rule has weighs
+    nothing, as by name."""
+    from minismt.errors import InputError
+    from minismt.extract.hiero_features import FAMILIES, rule_features
+    from minismt.decode.hiero import FEATURE_NAMES as DENSE
+    rng = np.random.default_rng(5)
+    grammar = grammar_of(random_rules(rng, 25))
+    families = list(FAMILIES)
+    found = rule_features(grammar.table, grammar.src_vocab.words, grammar.tgt_vocab.words, families)
+    names = tuple(DENSE) + tuple(dict.fromkeys(found.names[::2])) + ("RuleId_no~rule",)
+    plain = HieroDecoder(grammar, lm)
+    sentences = [list(rng.choice(SRC, size=int(rng.integers(3, 7)))) for _ in range(6)]
+    for trial in range(3):
+        values = np.concatenate([plain.weights, rng.normal(0, 0.5, len(names) - len(DENSE))])
+        values[len(DENSE) + trial::3] = 0.0
+        by_array = HieroDecoder(grammar, lm, values, sparse_features=families, names=names)
+        by_name = HieroDecoder(grammar, lm, dict(zip(names, values.tolist())), sparse_features=families)
+        np.testing.assert_array_equal(by_array.full_weights(), by_name.full_weights())
+        assert by_array.space == by_name.space
+        for sentence in sentences:
+            a, b = by_array.decode(sentence), by_name.decode(sentence)
+            assert (a.best, a.score, a.sparse) == (b.best, b.score, b.sparse)
+    for bad, error in (("WordPair_a~b", "word-pair features are off"),
+                       ("NoSuch_a", "unknown feature name")):
+        with pytest.raises(InputError, match=error):
+            HieroDecoder(grammar, lm, np.concatenate([plain.weights, [1.0]]), sparse_features=["rule-id"],
+                         names=tuple(DENSE) + (bad,))
+    values = np.concatenate([plain.weights, np.ones(len(names) - len(DENSE))])
+    values[-2] = np.inf
+    with pytest.raises(InputError, match="weight of"):
+        HieroDecoder(grammar, lm, values, sparse_features=families, names=names)
+
+
 def test_a_60_word_sentence(lm):
     """A long sentence: every rule-table span stays within max_span, the glue chains the whole
     sentence, the forest's Viterbi is the 1-best and each word is translated or copied."""

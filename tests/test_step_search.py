@@ -165,28 +165,40 @@ def test_a_step_that_decodes_below_its_start_is_halved_until_it_does_not(system,
 
 
 class ForestProposal(Proposal):
-    """:class:`Proposal` as a tuner that fits on forests."""
+    """:class:`Proposal` as a tuner that fits on forests; counts its fits."""
 
     tags = TunerTags(fits_on="forests")
+    fits = 0
+
+    def fit(self, data, w0):
+        self.fits += 1
+        return super().fit(data, w0)
 
 
 def test_a_forest_tuner_whose_step_goes_back_to_its_start_stops_there(system, tmp_path):
     """A forest tuner's data are the forests of the weights it decoded with: when its step was rejected until
     the iteration went back to those weights, the next fit would take the same forests and propose the same
     step, so the run stops there (it decoded the same rejected trials again before), and the last weights it
-    returns are the decoded ones, not the rejected proposal."""
+    returns are the decoded ones, not the rejected proposal. It neither decodes those weights again nor fits
+    their forests again: it kept them."""
     from tuners.step import BACKTRACKS
     data, model = system
     start, awful = _default_weights_with(model, {}), _default_weights_with(model, {"LM0_0": -1000.0})
     decoder = MinismtDevDecoder(str(model), read_lines(data / "dev.src"), stack_size=30, kbest=20)
+    decodes = []
+    decode_hypergraphs = decoder.decode_hypergraphs
+    decoder.decode_hypergraphs = lambda weights, t: decodes.append(t) or decode_hypergraphs(weights, t)
+    tuner = ForestProposal(awful.tolist())
     try:
-        run = TuningRun(decoder, [[r] for r in read_lines(data / "dev.tgt")], ForestProposal(awful.tolist()),
+        run = TuningRun(decoder, [[r] for r in read_lines(data / "dev.tgt")], tuner,
                         tmp_path / "run", max_iter=4, return_best=False)
         final = run.run(start)
     finally:
         decoder.close()
     assert [r.iteration for r in run.history] == [0, 1]
     assert len(run.history[1].rejected) == BACKTRACKS + 1
+    assert decodes == [0] + [1] * (BACKTRACKS + 1) and tuner.fits == 1
+    assert run.history[1].dev_bleu == run.history[0].dev_bleu
     assert run.history[1].weights == run.history[0].weights and np.allclose(final, run.history[0].weights)
     assert "iteration 1: back at iteration 0's weights, whose forests the tuner has fitted: converged" in \
         (tmp_path / "run" / "tune.log").read_text()

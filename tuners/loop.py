@@ -433,7 +433,16 @@ class TuningRun:
         are decoded again with the weights of its record."""
         if not self.decoder.outputs_forests:  # the base class's error, before any decoding
             DevDecoder.decode_hypergraphs(self.decoder, weights, t)
-        weights, (forests, dev), rejected = self._accepted(weights, t, self._decode_scored_forests)
+        weights, (forests, dev), rejected = self._accepted(weights, t, self._decode_scored_forests,
+                                                           self._revisited_forests)
+        if len(rejected) > BACKTRACKS:  # back at weights whose forests were fitted: the same step would follow
+            edges = sum(f.n_edges for f in forests)  # the tuner's weights are these: their BLEU is the decoded one
+            self.history.append(IterationRecord(t, dev[0], dev[0], edges, edges,
+                                                round(time.perf_counter() - began, 3), [float(x) for x in weights],
+                                                dev_length_ratio=round(dev[1], 4), rejected=rejected))
+            self._log_line(f"iteration {t}: back at iteration {t - 1}'s weights, whose forests the tuner has "
+                           "fitted: converged")
+            return weights, True
         window = [u for u in range(t - self.tags.forest_iterations + 1, t + 1) if u >= 0]
         self._forests = {u: f for u, f in self._forests.items() if u in window}
         self._forests[t] = forests
@@ -452,17 +461,22 @@ class TuningRun:
         self.history.append(IterationRecord(t, dev[0], data.bleu(w_fit), edges, edges,
                                             round(time.perf_counter() - began, 3), [float(x) for x in weights],
                                             dev_length_ratio=round(dev[1], 4), rejected=rejected))
-        if len(rejected) > BACKTRACKS:  # back at weights whose forests were fitted: the same step would follow
-            self._log_line(f"iteration {t}: back at iteration {t - 1}'s weights, whose forests the tuner has "
-                           "fitted: converged")
-            return weights, True
         return w_next, False
 
-    def _accepted(self, weights: np.ndarray, t: int, decode) -> tuple[np.ndarray, tuple, list[float]]:
+    def _revisited_forests(self, t: int) -> tuple[list, tuple[float, float]] | None:
+        """Iteration ``t - 1``'s forests and decoded dev BLEU and length ratio, kept since it decoded them (a
+        deterministic decoder gives them again), or None after a resume, which keeps no forests."""
+        if t - 1 not in self._forests:
+            return None
+        previous = self.history[-1]
+        return self._forests[t - 1], (previous.dev_bleu, previous.dev_length_ratio)
+
+    def _accepted(self, weights: np.ndarray, t: int, decode, revisit=None) -> tuple[np.ndarray, tuple, list[float]]:
         """Decode ``weights``, the step iteration ``t - 1`` took, with ``decode(weights, t, first)`` (whose
         outcome's second item is the decoded dev BLEU and length ratio); with
         ``accept="decoded"``, while the dev BLEU is below iteration ``t - 1``'s, halve the step and decode
-        again, and after :data:`BACKTRACKS` halvings go back to iteration ``t - 1``'s weights. Returns the
+        again, and after :data:`BACKTRACKS` halvings go back to iteration ``t - 1``'s weights, whose outcome
+        ``revisit(t)`` gives without a decode when it kept it (else None). Returns the
         accepted weights, their decode's outcome and the rejected trials' dev BLEU."""
         outcome = decode(weights, t, True)
         rejected: list[float] = []
@@ -479,7 +493,7 @@ class TuningRun:
             self._log_line(f"iteration {t}: decoded dev BLEU {low} is below iteration {t - 1}'s {high}: "
                            + ("back to its weights" if back else "the step is halved and decoded again"))
             weights = start if back else self._decoding_scale(mixed(start, weights, 0.5))
-            outcome = decode(weights, t, False)
+            outcome = (revisit(t) if back and revisit is not None else None) or decode(weights, t, False)
         return weights, outcome, rejected
 
     def _decode_scored_forests(self, weights: np.ndarray, t: int,

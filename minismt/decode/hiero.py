@@ -40,7 +40,7 @@ from minismt._primitives import hash_find, hash_index
 from minismt.corpus import Vocabulary
 from minismt.decode import _hiero_chart, _hiero_force, _hiero_search
 from minismt.decode.settings import HIERO_SPARSE_FEATURES, parse_sparse_features, sentence_tokens
-from minismt.decode.sparse import split_weights
+from minismt.decode.sparse import NamedWeights, split_weights
 from minismt.errors import InputError
 from minismt.extract import _grammar_kernels
 from minismt.extract.hiero import DEFAULT_HIERO_OPTIONS
@@ -138,11 +138,14 @@ class _KeptRules:
 
 class HieroDecoder:
     """Decodes sentences with a :class:`HieroGrammar` (the rules of their input set), an LM and
-    weights (``{name: value}`` over :data:`FEATURE_NAMES`; missing names take the default)."""
+    weights (``{name: value}`` over :data:`FEATURE_NAMES` and the sparse rule features; missing names take the
+    default), or an array of weights over ``names`` (a worker's: the dense names first, each sparse name looked
+    up once per names tuple)."""
 
     def __init__(self, grammar: HieroGrammar, lm: LanguageModel, weights: Mapping[str, float] | None = None,
                  table_limit: int = DEFAULT_TABLE_LIMIT, pop_limit: int = DEFAULT_POP_LIMIT,
-                 max_span: int = DEFAULT_MAX_SPAN, sparse_features: Sequence[str] = ()):
+                 max_span: int = DEFAULT_MAX_SPAN, sparse_features: Sequence[str] = (),
+                 names: Sequence[str] | None = None):
         for name, value in (("pop_limit", pop_limit), ("max_span", max_span)):
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
                 raise InputError(f"{name} {value!r}", expected="an integer >= 1")
@@ -158,6 +161,16 @@ class HieroDecoder:
         self.table_limit = table_limit
         self.space = FeatureSpace(FEATURE_NAMES)
         self.vocab = Vocabulary(grammar.tgt_vocab.words)     # grows with copied unknown words
+        named = None
+        if names is not None:
+            values = np.asarray(weights, dtype=np.float64)
+            if values.shape != (len(names),):
+                raise InputError(f"{values.size} weights for {len(names)} names", expected="one weight per name")
+            n = len(FEATURE_NAMES)
+            if self.sparse_features and tuple(names[:n]) == FEATURE_NAMES:
+                named, weights = (tuple(names), values), dict(zip(FEATURE_NAMES, values[:n].tolist()))
+            else:
+                weights = dict(zip(names, values.tolist()))
         dense, sparse = split_weights(dict(weights or {}), self.sparse_features, FEATURE_NAMES)
         unknown = [n for n in dense if n not in HIERO_DEFAULT_WEIGHTS]
         if unknown:
@@ -177,13 +190,23 @@ class HieroDecoder:
                 grammar.cache[key] = rule_features(table, grammar.src_vocab.words, grammar.tgt_vocab.words,
                                                    self.sparse_features)
             found = grammar.cache[key]
-            ids = np.array([self.space.add(name) for name in found.names], dtype=np.int64)
+            if ("rule feature space", key) not in grammar.cache:  # the same for every weights: made once
+                space = FeatureSpace(FEATURE_NAMES)
+                grammar.cache[("rule feature space", key)] = (
+                    space, np.array([space.add(name) for name in found.names], dtype=np.int64),
+                    np.repeat(np.arange(len(table)), np.diff(found.offsets)),   # each feature value's rule
+                    NamedWeights(self.sparse_features, space, False,
+                                 "one of " + " ".join(FEATURE_NAMES) + " or a sparse rule feature"))
+            space, ids, rows, named_weights = grammar.cache[("rule feature space", key)]
+            self.space = space.copy()
             self._sparse = (found.offsets, ids[found.ids], found.values)
-            self._sparse_weights = np.zeros(len(self.space))
-            for name, value in sparse.items():
-                if name in self.space:
-                    self._sparse_weights[self.space.index(name)] = value
-            rows = np.repeat(np.arange(len(table)), np.diff(found.offsets))
+            if named is not None:
+                self._sparse_weights = named_weights.weights(*named)
+            else:
+                self._sparse_weights = np.zeros(len(self.space))
+                for name, value in sparse.items():
+                    if name in self.space:
+                        self._sparse_weights[self.space.index(name)] = value
             self._sparse_static = np.bincount(
                 rows, weights=found.values * self._sparse_weights[ids[found.ids]], minlength=len(table))
         if table_limit and table_limit < 0:

@@ -165,17 +165,28 @@ class Decoder:
             raise InputError(f"the sparse features {', '.join(other)} with a phrase-based model",
                              expected="rule-id and word-pair (the others are the Hiero decoder's)")
         self.word_pair_vocabulary = settings.word_pair_vocabulary
-        weights, sparse_weights = split_weights(weights, self.sparse_features, FEATURE_NAMES, names)
-        self.weights = model.weight_vector(weights)
-        self.sparse_weights = {name: value for name, value in sparse_weights.items() if value != 0.0}
+        self._sparse_w = None
         if self.sparse_features:
             self._sparse = SparseFeatureTable.for_model(model, self.sparse_features, self.word_pair_vocabulary)
             self.space = self._sparse.space
-            self._sparse_w = self._sparse.weight_array(self.sparse_weights)
+        if self.sparse_features and names is not None and tuple(names[:len(FEATURE_NAMES)]) == FEATURE_NAMES:
+            values = np.asarray(weights, dtype=np.float64)  # a worker's weights: each name looked up once
+            if values.shape != (len(names),):
+                raise InputError(f"{values.size} weights for {len(names)} names", expected="one weight per name")
+            self.weights = model.weight_vector(values[:len(FEATURE_NAMES)])
+            self._sparse_w = self._sparse.named_weight_array(names, values)
+        else:
+            weights, sparse_weights = split_weights(weights, self.sparse_features, FEATURE_NAMES, names)
+            self.weights = model.weight_vector(weights)
+            if self.sparse_features:
+                self._sparse_w = self._sparse.weight_array({k: v for k, v in sparse_weights.items() if v != 0.0})
+        if self.sparse_features:
+            self._sparse_w[:len(FEATURE_NAMES)] = 0.0
+            self._has_sparse_weights = bool(np.any(self._sparse_w))
         else:
             self._sparse = None
             self.space = model.space
-            self._sparse_w = None
+            self._has_sparse_weights = False
         self.stack_size = settings.stack_size
         self.beam_threshold = settings.beam_threshold
         self.distortion_limit = (model.distortion_limit if settings.distortion_limit is None
@@ -217,6 +228,13 @@ class Decoder:
         out.update(self.sparse_weights)
         return out
 
+    @property
+    def sparse_weights(self) -> dict[str, float]:
+        """``{name: weight}`` of the non-zero sparse weights."""
+        if self._sparse_w is None:
+            return {}
+        return {self.space.name(i): float(self._sparse_w[i]) for i in np.flatnonzero(self._sparse_w).tolist()}
+
     # ---- internals ----------------------------------------------------------------------
     def _sparse_scores(self, rows: np.ndarray) -> np.ndarray:
         return self._sparse.scores(rows, self._sparse_w)
@@ -238,7 +256,7 @@ class Decoder:
         max_length = max(1, min(self.max_phrase_length, n))
         with self._vocab_lock:
             options = collect_options(model, tokens, self.vocab, w, max_length, self.table_limit,
-                                      self._sparse_scores if self.sparse_weights else None)
+                                      self._sparse_scores if self._has_sparse_weights else None)
             forced = reference is not None
             if forced:
                 ref = np.array([self.vocab.get(x, -2) for x in reference], dtype=np.int32)

@@ -155,6 +155,51 @@ def word_pair_vocabulary_masks(model, n: int) -> tuple[np.ndarray, np.ndarray]:
     return masks[0], masks[1]
 
 
+class NamedWeights:
+    """A decoder's sparse weights from an array of weights over names (the dense names first), as a worker
+    gets them with every new weights: each name's id in ``space`` (added to it if ``grow``, else -1 if it is
+    not there: it weighs nothing) is found once per names tuple (kept by identity, the latest few) and checked
+    as :func:`split_weights` checks it when its weight is first non-zero (a family that is off, an unknown
+    name: ``expected`` says what is wanted), so new weights over the same names cost an array assignment.
+    Not thread-safe: the caller locks."""
+
+    KEPT = 4
+
+    def __init__(self, families: Sequence[str], space: FeatureSpace, grow: bool, expected: str):
+        self.families, self.dense_names = tuple(families), tuple(space.dense_names)
+        self.space, self.grow, self.expected = space, grow, expected
+        self._kept: dict[int, tuple] = {}   # id(names) -> (names, ids, checked)
+
+    def weights(self, names: tuple[str, ...], values: np.ndarray) -> np.ndarray:
+        """The sparse weights over the space (0 at the dense features and at every name without a weight)."""
+        n = len(self.dense_names)
+        sparse = values[n:]
+        nonzero = np.flatnonzero(sparse)
+        bad = nonzero[~np.isfinite(sparse[nonzero])]
+        if bad.shape[0]:
+            finite_number(float(sparse[bad[0]]), f"weight of {names[n + bad[0]]}")
+        entry = self._kept.get(id(names))
+        if entry is None or entry[0] is not names:
+            entry = self._kept[id(names)] = (names, np.full(len(names) - n, -1, dtype=np.int64),
+                                             np.zeros(len(names) - n, dtype=np.bool_))
+            while len(self._kept) > self.KEPT:
+                self._kept.pop(next(iter(self._kept)))
+        _, ids, checked = entry
+        new = nonzero[~checked[nonzero]]
+        if new.shape[0]:
+            unknown, _ = split_weights({names[n + i]: float(sparse[i]) for i in new.tolist()}, self.families,
+                                       self.dense_names)
+            if unknown:
+                raise InputError(f"unknown feature name {next(iter(unknown))!r}", expected=self.expected)
+            space = self.space
+            ids[new] = [space.add(names[n + i]) if self.grow else space.get(names[n + i], -1) for i in new.tolist()]
+            checked[new] = True
+        out = np.zeros(len(self.space))
+        found = nonzero[ids[nonzero] >= 0]
+        out[ids[found]] = sparse[found]
+        return out
+
+
 class SparseFeatureTable:
     """The sparse features of every phrase-table row, computed when first needed and kept.
 
@@ -181,6 +226,8 @@ class SparseFeatureTable:
         self._tgt_words: dict[int, str] = {}
         self._pair_ids: dict[tuple[int, int], int] = {}
         self._lock = threading.Lock()
+        self._named = NamedWeights(self.families, self.space, True,
+                                   "a dense feature or a sparse feature of an enabled family")
 
     @classmethod
     def for_model(cls, model, families: Sequence[str], word_pair_vocabulary: int | None = None) -> "SparseFeatureTable":
@@ -201,6 +248,12 @@ class SparseFeatureTable:
             out = self.space.weights(weights, grow=True)
         out[: self.space.n_dense] = 0.0
         return out
+
+    def named_weight_array(self, names: tuple[str, ...], values: np.ndarray) -> np.ndarray:
+        """:meth:`weight_array` of the weights ``values`` over ``names`` (dense names first), as a worker
+        gets them (:class:`NamedWeights`)."""
+        with self._lock:
+            return self._named.weights(names, values)
 
     # ---- names ----------------------------------------------------------------------------
     def _source_word(self, i: int) -> str:
