@@ -68,6 +68,7 @@ BENCHMARKS = {
                                             "stack": 200}),
     "moses-same-model-mid": "moses_same_model",
     "moses-same-model-long": ("moses_same_model", {"max_train": 3000, "join": 3, "iterations": 4, "stack": 100}),
+    "moses-same-model-hard": ("moses_same_model", {"max_train": 3000, "join": 1, "iterations": 4, "stack": 100}),
     "forest-learning": ("tuner_quality", {"runs": "forest-learning"}),
     "forest-learning-hiero": ("tuner_quality", {"runs": "forest-learning", "model_kind": "hiero"}),
     "forest-learning-sparse": ("tuner_quality", {"runs": "forest-learning-sparse"}),
