@@ -45,8 +45,6 @@ _DECODERS: dict = {}  # per-process cache: DecodeJob.key() -> Decoder
 _MODELS: dict = {}    # per-process cache: model_dir -> PhraseModel (new weights do not reload it)
 _NAMES: dict = {}     # per-process cache: names digest -> the names tuple (the latest few), see DecodeJob
 _NAMES_KEPT = 4
-
-
 _LAST_NAMES: list = [None, "", ""]  # the last names tuple given to a DecodeJob, its text and digest
 
 
@@ -135,14 +133,16 @@ class DecodeJob:
 
     def __setstate__(self, state: dict) -> None:
         names = state["names"]
-        if isinstance(names, str):
-            kept = _NAMES.get(state["names_digest"])
-            state["names"] = _interned_names(state["names_digest"],
-                                             kept if kept is not None else tuple(names.split("\n")))
+        if isinstance(names, str):  # split only when this process does not have them yet
+            digest = state["names_digest"]
+            state["names"] = _interned_names(digest, _NAMES.get(digest) or tuple(names.split("\n")))
         self.__dict__.update(state)
 
     def key(self) -> tuple:
         return self.model_dir, self.grammar, self.settings.search_key(), self.weights_digest
+
+
+_LAST_NAMED: list = [None, None, ()]  # named_weights' last space, sparse indices and names: the same tuple again
 
 
 def named_weights(space: FeatureSpace, weights) -> tuple[np.ndarray, tuple[str, ...]]:
@@ -156,9 +156,6 @@ def named_weights(space: FeatureSpace, weights) -> tuple[np.ndarray, tuple[str, 
         names = tuple(space.dense_names) + tuple(space.name(i) for i in sparse.tolist())
         _LAST_NAMED[:] = [space, sparse, names]
     return np.concatenate([weights[:n], weights[sparse]]), names
-
-
-_LAST_NAMED: list = [None, None, ()]  # named_weights' last space, sparse indices and names: the same tuple again
 
 
 @dataclass

@@ -180,8 +180,7 @@ class Decoder:
             self.weights = model.weight_vector(weights)
             if self.sparse_features:
                 self._sparse_w = self._sparse.weight_array({k: v for k, v in sparse_weights.items() if v != 0.0})
-        if self.sparse_features:
-            self._sparse_w[:len(FEATURE_NAMES)] = 0.0
+        if self.sparse_features:  # both arrays weigh 0 at the dense features
             self._has_sparse_weights = bool(np.any(self._sparse_w))
         else:
             self._sparse = None
