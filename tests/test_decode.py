@@ -23,6 +23,7 @@ from corpora.synthetic import write_synthetic
 from minismt.corpus import Tokenizer, Vocabulary
 from minismt.decode import FEATURE_NAMES, MAX_SENTENCE_LENGTH, Decoder, PhraseModel
 from minismt.decode import _kernels
+from minismt.decode.options import collect_options
 from minismt.errors import InputError
 from minismt.extract import PhraseTable
 from minismt.lm import LanguageModel, estimate_kn
@@ -562,3 +563,96 @@ def test_forward_classes_group_equal_triples_as_numpys_unique(triples):
         inverse = inverse.reshape(-1)
         same = inverse[:, None] == inverse[None, :]
         assert ((classes[:, None] == classes[None, :]) == same).all()
+
+
+# ----------------------------------------------------------------------------- translation options
+
+def slow_options(model: PhraseModel, tokens, vocab: Vocabulary, weights, max_length: int) -> dict:
+    """Every option of a sentence written out one by one, before any table limit: ``{(start, end, row): (target
+    words, dense features, reordering, LM estimate, LM inner score, LM bound, future score)}`` in collection
+    order (by span, then table row; row -1 the pass-through of a word with no phrase of its own)."""
+    table, lm = model.table, model.lm
+    c = lm.order - 1
+    collected = {}
+    for (s, e), rows in sorted(span_options(table, tokens, max_length).items(), key=lambda kv: kv[0][0]):
+        for row in rows:
+            f = np.zeros(len(FEATURE_NAMES))
+            if row >= 0:
+                target = table.target_ids(row).tolist()
+                words = table.tgt_vocab.decode(target)
+                with np.errstate(divide="ignore"):
+                    f[[COL[f"TranslationModel0_{i}"] for i in range(4)]] = np.maximum(np.log(table.scores[row]),
+                                                                                      -100.0)
+                    reordering = np.maximum(np.log(table.reordering[row]), -100.0)
+            else:
+                words = [tokens[s]]
+                target = [vocab.get(tokens[s])]
+                f[COL["UnknownWordPenalty0_0"]] = -100.0
+                reordering = np.zeros(6)
+            f[COL["WordPenalty0_0"]] = -len(words)
+            f[COL["PhrasePenalty0_0"]] = 1.0
+            scores = [p for p, _, _ in lm.full_scores(" ".join(words), bos=False, eos=False)]
+            bound = sum(scores[c:]) + sum(model.lm_bounds[w] for w in lm.encode(words)[:c])
+            future = f @ weights + weights[COL["LM0_0"]] * LN10 * sum(scores)
+            collected[(s, e, row)] = (target, f, reordering, sum(scores), sum(scores[c:]), bound, future)
+    return collected
+
+
+@pytest.fixture(scope="module")
+def tiny_with_zeros():
+    """A tiny model (trigram LM: targets longer than its context) with zero probabilities, floored at -100."""
+    model = tiny_model(7, TINY_SENTENCES)
+    model.table.scores[::3, 1] = 0.0
+    model.table.reordering[::4, 2] = 0.0
+    model.table.reordering[::5, 4] = 0.0
+    return model
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.data())
+@pytest.mark.parametrize("which", ["synthetic", "tiny"])
+def test_collected_options_are_the_options_written_out(synthetic, tiny_with_zeros, which, data):
+    if which == "synthetic":
+        model, _, test = synthetic
+    else:
+        model, test = tiny_with_zeros, TINY_SENTENCES
+    words = sorted({w for line in test[:50] for w in line.split()}) + ["unseen", "words"]
+    tokens = data.draw(st.lists(st.sampled_from(words), max_size=14))
+    max_length = data.draw(st.integers(1, 7))
+    table_limit = data.draw(st.sampled_from([0, 1, 2, 20]))
+    weights = np.array(data.draw(st.lists(st.floats(-1.0, 1.0), min_size=len(FEATURE_NAMES),
+                                          max_size=len(FEATURE_NAMES))))
+    vocab = Vocabulary(list(model.table.tgt_vocab))
+    max_length = max(1, min(max_length, len(tokens)))
+    options = collect_options(model, tokens, vocab, weights, max_length, table_limit)
+    every = slow_options(model, tokens, vocab, weights, max_length)
+    keys = [(int(s), int(e), int(r)) for s, e, r in zip(options.start, options.end, options.row)]
+    expected = [every[key] for key in keys]
+    close = dict(rtol=1e-12, atol=1e-12)
+    for o, option in enumerate(expected):
+        assert options.tgt[options.tgt_offsets[o]:options.tgt_offsets[o + 1]].tolist() == option[0]
+    np.testing.assert_allclose(options.dense, np.array([o[1] for o in expected]).reshape(-1, len(FEATURE_NAMES)),
+                               **close)
+    np.testing.assert_allclose(options.reordering, np.array([o[2] for o in expected]).reshape(-1, 6), **close)
+    for name, k in (("lm_estimate", 3), ("lm_inner", 4), ("lm_bound", 5), ("future", 6)):
+        np.testing.assert_allclose(getattr(options, name), [o[k] for o in expected], **close, err_msg=name)
+    # by span, best future first (ties in collection order), the table_limit best of each span kept
+    spans = sorted({key[:2] for key in every}, key=lambda span: (span[0], span[1] - span[0]))
+    assert sorted(set(k[:2] for k in keys), key=spans.index) == spans
+    positions = [spans.index(k[:2]) for k in keys]
+    assert positions == sorted(positions)
+    for span in spans:
+        kept = [o for o, key in enumerate(keys) if key[:2] == span]
+        assert kept == list(range(kept[0], kept[-1] + 1))
+        assert len(kept) == min(table_limit or len(every), sum(key[:2] == span for key in every))
+        for a, b in zip(kept, kept[1:]):
+            assert options.future[a] > options.future[b] or (options.future[a] == options.future[b]
+                                                              and keys[a][2] < keys[b][2])
+        dropped = [every[key][6] for key in every if key[:2] == span and key not in keys]
+        assert all(d <= options.future[kept[-1]] + 1e-9 for d in dropped)
+        lo, hi = options.span_lo[span[0], span[1] - span[0] - 1], options.span_hi[span[0], span[1] - span[0] - 1]
+        assert list(range(lo, hi)) == kept
+    assert (options.span_hi - options.span_lo).sum() == len(keys)
+    triples = [tuple(o[2][3:] + 0.0) for o in expected]
+    assert [[a == b for b in triples] for a in triples] == \
+        [[a == b for b in options.fwd_class] for a in options.fwd_class]

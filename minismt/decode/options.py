@@ -28,15 +28,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from minismt.corpus import Vocabulary
-from minismt.decode import _kernels
+from minismt.decode import _kernels, _options_kernels
 from minismt.decode.model import FEATURE_NAMES, PhraseModel
-from minismt.extract.phrase_table import take_ranges
 
 LOG_FLOOR = -100.0  # Moses' LOWEST_SCORE
 UNKNOWN_WORD_SCORE = -100.0  # Moses' UnknownWordPenalty feature value per copied word
 
 _COL = {name: i for i, name in enumerate(FEATURE_NAMES)}
-TM_COLS = [_COL[f"TranslationModel0_{i}"] for i in range(4)]
+TM_COL = _COL["TranslationModel0_0"]  # the four translation-model scores follow it, in the table's order
 WP_COL = _COL["WordPenalty0_0"]
 PP_COL = _COL["PhrasePenalty0_0"]
 UWP_COL = _COL["UnknownWordPenalty0_0"]
@@ -84,25 +83,14 @@ class TranslationOptions:
         return int(self.start.shape[0])
 
     def take(self, keep: np.ndarray, max_length: int) -> "TranslationOptions":
-        """The options at the (sorted) indices ``keep``, re-indexed by span."""
+        """The options at the indices ``keep`` (sorted by span), re-indexed by span."""
         keep = np.asarray(keep, dtype=np.int64)
-        tgt, offsets = take_ranges(self.tgt, self.tgt_offsets, keep)
-        lm_ids, _ = take_ranges(self.lm_ids, self.tgt_offsets, keep)
-        start, end = self.start[keep], self.end[keep]
-        span_lo, span_hi = _span_index(self.length, max_length, start, end)
-        return TranslationOptions(self.length, start, end, self.row[keep], offsets, tgt, lm_ids,
-                                  self.dense[keep], self.reordering[keep], self.fwd_class[keep],
-                                  self.lm_estimate[keep], self.lm_inner[keep], self.lm_state_words[keep],
-                                  self.lm_state_backs[keep], self.lm_state_len[keep], self.lm_bound[keep],
-                                  self.future[keep], span_lo, span_hi,
+        taken = _options_kernels.gather_options(
+            keep, self.length, max_length, self.start, self.end, self.row, self.tgt_offsets, self.tgt, self.lm_ids,
+            self.dense, self.reordering, self.fwd_class, self.lm_estimate, self.lm_inner, self.lm_state_words,
+            self.lm_state_backs, self.lm_state_len, self.lm_bound, self.future)
+        return TranslationOptions(self.length, *taken,
                                   None if self.sparse_score is None else self.sparse_score[keep])
-
-
-def _span_index(n: int, max_length: int, start: np.ndarray, end: np.ndarray):
-    span = start.astype(np.int64) * max_length + (end - start - 1)
-    bounds = np.searchsorted(span, np.arange(n * max_length + 1, dtype=np.int64))
-    return (np.ascontiguousarray(bounds[:-1].reshape(n, max_length)),
-            np.ascontiguousarray(bounds[1:].reshape(n, max_length)))
 
 
 def collect_options(model: PhraseModel, tokens: list[str], vocab: Vocabulary, weights: np.ndarray,
@@ -120,73 +108,43 @@ def collect_options(model: PhraseModel, tokens: list[str], vocab: Vocabulary, we
     span_src = np.empty((n, max_length), dtype=np.int64)
     _kernels.span_sources(src, max_length, model.source_hashes, model.source_order, table.src_words,
                           table.src_offsets, span_src)
-    found = np.flatnonzero(span_src.reshape(-1) >= 0)
-    source = span_src.reshape(-1)[found]
-    per_span = table.row_offsets[source + 1] - table.row_offsets[source]
-    span_start = np.repeat(found // max_length, per_span)
-    span_length = np.repeat(found % max_length + 1, per_span)
-    first_row = np.repeat(table.row_offsets[source] - np.cumsum(per_span) + per_span, per_span)
-    table_rows = first_row + np.arange(first_row.shape[0])
-    unknown = np.flatnonzero(span_src[:, 0] < 0)
-    start = np.concatenate([span_start, unknown]).astype(np.int32)
-    length = np.concatenate([span_length, np.ones(unknown.shape[0], dtype=np.int64)]).astype(np.int32)
-    row = np.concatenate([table_rows, np.full(unknown.shape[0], -1, dtype=np.int64)])
-    known = row >= 0
+    start, length, row, offsets = _options_kernels.option_layout(span_src, table.row_offsets, table.tgt_offsets)
     n_opt = row.shape[0]
-
-    # target words: table rows, then one pass-through word per unknown option
-    tgt_len = np.ones(n_opt, dtype=np.int64)
-    tgt_len[known] = table.tgt_offsets[table_rows + 1] - table.tgt_offsets[table_rows]
-    offsets = np.zeros(n_opt + 1, dtype=np.int64)
-    np.cumsum(tgt_len, out=offsets[1:])
+    unknown = start[row < 0]
+    n_known = n_opt - unknown.shape[0]  # the table's options come first
+    words = [tokens[int(s)] for s in unknown]
     tgt = np.empty(offsets[-1], dtype=np.int32)
     lm_ids = np.empty(offsets[-1], dtype=np.int32)
-    known_words, _ = take_ranges(table.tgt_words, table.tgt_offsets, table_rows)
-    n_known = known_words.shape[0]
-    tgt[:n_known] = known_words
-    lm_ids[:n_known] = model.tgt_to_lm[known_words]
-    if unknown.shape[0]:
-        words = [tokens[int(s)] for s in unknown]
-        tgt[n_known:] = [vocab.add(word) for word in words]
-        lm_ids[n_known:] = lm.encode(words)
+    _options_kernels.option_words(row, offsets, table.tgt_words, table.tgt_offsets, model.tgt_to_lm,
+                                  np.array([vocab.add(word) for word in words], dtype=np.int32),
+                                  np.asarray(lm.encode(words), dtype=np.int32), tgt, lm_ids)
 
     dense = np.zeros((n_opt, len(FEATURE_NAMES)))
-    with np.errstate(divide="ignore"):
-        dense[:n_opt - unknown.shape[0], TM_COLS] = np.maximum(np.log(table.scores[table_rows]), LOG_FLOOR)
-    dense[:, WP_COL] = -tgt_len
-    dense[:, PP_COL] = 1.0
-    dense[~known, UWP_COL] = UNKNOWN_WORD_SCORE
     reordering = np.zeros((n_opt, 6))
-    if table.reordering is not None:
-        with np.errstate(divide="ignore"):
-            reordering[known] = np.maximum(np.log(table.reordering[table_rows]), LOG_FLOOR)
-
+    table_rows = row[:n_known]
+    with np.errstate(divide="ignore"):
+        tm_logs = np.log(np.take(table.scores, table_rows, axis=0))
+        reordering_logs = (np.log(np.take(table.reordering, table_rows, axis=0)) if table.reordering is not None
+                           else np.zeros((0, 6)))
     c = lm.order - 1
     estimate = np.empty(n_opt)
     inner = np.empty(n_opt)
     st_words = np.empty((n_opt, c), dtype=np.int32)
     st_backs = np.empty((n_opt, c))
     st_len = np.empty(n_opt, dtype=np.int32)
-    _kernels.phrase_lm(lm.tables, lm_ids, offsets, estimate, inner, st_words, st_backs, st_len)
+    bound = np.empty(n_opt)
+    fwd_class = np.empty(n_opt, dtype=np.int32)
+    _options_kernels.option_scores(tm_logs, reordering_logs, LOG_FLOOR, lm.tables, lm_ids, offsets, row,
+                                   model.lm_bounds, dense, TM_COL, WP_COL, PP_COL, UWP_COL, UNKNOWN_WORD_SCORE,
+                                   reordering, estimate, inner, st_words, st_backs, st_len, bound, fwd_class)
     future = dense @ weights + weights[LM_COL] * math.log(10.0) * estimate
     sparse = None
     if sparse_score is not None:
         sparse = np.asarray(sparse_score(row), dtype=np.float64)
         future = future + sparse
-    position = np.arange(offsets[-1]) - np.repeat(offsets[:-1], tgt_len)
-    head = position < c
-    bound = inner + np.bincount(np.repeat(np.arange(n_opt), tgt_len)[head],
-                                weights=model.lm_bounds[lm_ids[head]], minlength=n_opt)
 
     # sort by span, best future first; keep the table_limit best of each span
-    span = start.astype(np.int64) * max_length + (length - 1)
-    order = np.lexsort((-future, span))
-    if table_limit:
-        sorted_span = span[order]
-        first = np.searchsorted(sorted_span, sorted_span, side="left")
-        order = order[np.arange(order.shape[0]) - first < table_limit]
-    fwd_class = np.empty(n_opt, dtype=np.int32)
-    _kernels.forward_classes(reordering, fwd_class)
+    order = _options_kernels.option_order(start, length, future, max_length, table_limit or 0)
     full = TranslationOptions(n, start, start + length, row, offsets, tgt, lm_ids, dense, reordering,
                               fwd_class, estimate, inner, st_words, st_backs, st_len, bound, future,
                               np.zeros((n, max_length), np.int64), np.zeros((n, max_length), np.int64), sparse)
