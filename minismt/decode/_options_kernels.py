@@ -13,6 +13,7 @@ import numpy as np
 from numba import njit
 
 from minismt.decode._kernels import forward_classes, phrase_lm
+from minismt.extract._kernels import row_positions
 
 
 @njit(cache=True)
@@ -160,35 +161,13 @@ def span_index(n, max_length, start, end):
 
 
 @njit(cache=True)
-def _gather_ranges(flat, offsets, keep, taken):
-    """``flat[offsets[k]:offsets[k+1]]`` for k in ``keep``, concatenated at ``taken``."""
-    out = np.empty(taken[-1], flat.dtype)
-    for i in range(keep.shape[0]):
-        out[taken[i]:taken[i + 1]] = flat[offsets[keep[i]]:offsets[keep[i] + 1]]
-    return out
-
-
-@njit(cache=True)
-def _gather_rows(values, keep):
-    out = np.empty((keep.shape[0],) + values.shape[1:], values.dtype)
-    for i in range(keep.shape[0]):
-        out[i] = values[keep[i]]
-    return out
-
-
-@njit(cache=True)
 def gather_options(keep, n, max_length, start, end, row, offsets, tgt, lm_ids, dense, reordering, fwd_class,
                    estimate, inner, st_words, st_backs, st_len, bound, future):
     """The options at ``keep`` (sorted by span): every array of :class:`~minismt.decode.options.TranslationOptions`
     taken, the target words re-offset, and the span index."""
-    taken = np.empty(keep.shape[0] + 1, np.int64)
-    taken[0] = 0
-    for i in range(keep.shape[0]):
-        taken[i + 1] = taken[i] + offsets[keep[i] + 1] - offsets[keep[i]]
-    kept_start, kept_end = _gather_rows(start, keep), _gather_rows(end, keep)
+    positions, taken = row_positions(offsets, keep)
+    kept_start, kept_end = start[keep], end[keep]
     lo, hi = span_index(n, max_length, kept_start, kept_end)
-    return (kept_start, kept_end, _gather_rows(row, keep), taken, _gather_ranges(tgt, offsets, keep, taken),
-            _gather_ranges(lm_ids, offsets, keep, taken), _gather_rows(dense, keep), _gather_rows(reordering, keep),
-            _gather_rows(fwd_class, keep), _gather_rows(estimate, keep), _gather_rows(inner, keep),
-            _gather_rows(st_words, keep), _gather_rows(st_backs, keep), _gather_rows(st_len, keep),
-            _gather_rows(bound, keep), _gather_rows(future, keep), lo, hi)
+    return (kept_start, kept_end, row[keep], taken, tgt[positions], lm_ids[positions], dense[keep], reordering[keep],
+            fwd_class[keep], estimate[keep], inner[keep], st_words[keep], st_backs[keep], st_len[keep], bound[keep],
+            future[keep], lo, hi)

@@ -117,7 +117,7 @@ def collect_options(model: PhraseModel, tokens: list[str], vocab: Vocabulary, we
     lm_ids = np.empty(offsets[-1], dtype=np.int32)
     _options_kernels.option_words(row, offsets, table.tgt_words, table.tgt_offsets, model.tgt_to_lm,
                                   np.array([vocab.add(word) for word in words], dtype=np.int32),
-                                  np.asarray(lm.encode(words), dtype=np.int32), tgt, lm_ids)
+                                  lm.encode(words), tgt, lm_ids)
 
     dense = np.zeros((n_opt, len(FEATURE_NAMES)))
     reordering = np.zeros((n_opt, 6))
