@@ -8,9 +8,10 @@ phrase and reordering tables to the test set, Moses2 reads the filtered phrase t
 (``CreateProbingPT``) and the reordering table as text, both read the LM in KenLM's binary form.  Each
 decoder runs as a user runs it, one process reading standard input: at stacks 100 and 200 on the whole
 test set and at stack 1000 on its first 200 sentences, with one and two threads (``--jobs`` for ours),
-twice, the decoders' order reversed in the second round.  Words per second = source words / (wall time of
-the run - wall time of the same command on 64 empty lines, which loads the model in each of our decoding
-processes; the fixture's start-up run reads no input); peak memory = the largest resident set of the run's
+twice, the decoders' order reversed in the second round, after one untimed run of each on the test set
+(numba's cache compiled, every file read once before any timing).  Words per second = source words / (wall
+time of the run - wall time of the same command on 64 empty lines, which loads the model in each of our
+decoding processes; the fixture's start-up run reads no input); peak memory = the largest resident set of the run's
 processes.  Reported per stack and threads: each
 decoder's words/s (mean and both rounds), our ratio to Moses2 and to Moses, BLEU (sacrebleu, tokenised
 text), peak memory; per stack (one thread, untimed runs with 1-best lists): how many sentences our 1-best
@@ -148,6 +149,8 @@ def run(quick: bool = False) -> dict:
         peers = _peer_files(model, work / "test.src", work)
         result["peers"] = {"error": peers["error"]} if "error" in peers else "Moses2 (ProbingPT) and Moses"
         stacks = (100, 200) if quick else STACKS
+        for argv in _commands(model, peers, stacks[0], 1).values():  # untimed: numba's cache, the files read once
+            _run(argv, work / "test.src", work / "warm-up.out")
         for stack in stacks:
             count = min(len(sources), STACK_1000_SENTENCES) if stack == 1000 else len(sources)
             inputs = work / f"input-{stack}.src"
