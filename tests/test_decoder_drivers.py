@@ -581,3 +581,21 @@ def test_real_cdec_hypergraph_tuning_reads_its_binary_forests(tuner, tmp_path, m
     assert corpus_bleu(output, [list(r) for r in references]) == pytest.approx(
         max(r["dev_bleu"] for r in history), abs=1e-12)
     assert not list(run_dir.rglob("*.bin.gz"))
+
+
+def test_cdec_forests_with_a_feature_the_weights_do_not_name(tmp_path):
+    """A cdec system whose weights leave out a feature its forests carry (minismt's Hiero export does not
+    name cdec's LanguageModel_OOV): the feature joins the space with weight 0, as in cdec, and the Viterbi
+    strings are those of the named weights (once an InputError: the weights were shorter than the space)."""
+    folder, command = _cdec_fixture("hgs_json_p17")
+    init = tmp_path / "weights.init"
+    init.write_text("".join(line + "\n" for line in read_lines(folder / "weights.init")
+                            if not line.startswith("LanguageModel_OOV ")))
+    decoder = CdecDevDecoder(command, folder / "cdec.ini", init, read_lines(folder / "dev.src"), tmp_path / "work")
+    assert "LanguageModel_OOV" not in decoder.space.names
+    graphs, best = decoder.decode_hypergraphs(decoder.default_weights, 0)
+    assert "LanguageModel_OOV" in decoder.space.names and len(graphs) == 10
+    named = {name: float(value) for name, value in (line.split() for line in read_lines(init))}
+    assert best == [graph.viterbi(named).text for graph in graphs]
+    assert any(graph.viterbi(named).score != graph.viterbi({**named, "LanguageModel_OOV": -1.0}).score
+               for graph in graphs)

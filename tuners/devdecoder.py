@@ -366,7 +366,11 @@ class ProgramDevDecoder(DevDecoder):
         folder = self._folder(iteration)
         hypergraph_dir = self._run(folder, weights, self.sentences, hypergraphs=True, kbest=False)
         graphs = self._forests(folder, hypergraph_dir, len(self.sentences))
-        best = [graph.viterbi(weights) for graph in graphs]
+        # features the forests brought into the space (cdec's LanguageModel_OOV when the weights do not name
+        # it) weigh 0 in the decode, as in the program
+        grown = np.zeros(len(self.space))
+        grown[:len(weights)] = weights
+        best = [graph.viterbi(grown) for graph in graphs]
         return graphs, [derivation.text if derivation is not None else "" for derivation in best]
 
     def decode_with_forests(self, weights: np.ndarray, iteration: int,
