@@ -194,8 +194,11 @@ class CommandLineParser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     parser = CommandLineParser(
         prog="minismt",
-        description="minismt: tune statistical machine translation weights (MERT, PRO, APRO, "
-                    "k-best MIRA, ranking and hypergraph tuners) and evaluate translations. "
+        description="minismt: tune the weights of statistical machine translation systems with every "
+                    "serious method (MERT and hypergraph MERT, PRO, APRO, k-best and online MIRA, rank optimisation, listwise "
+                    "ranking, structured SVM, ramp loss, dtrain, minimum risk, Bayesian optimisation), on "
+                    "k-best lists or whole forests; train and decode phrase-based and Hiero models that "
+                    "emit both; tune Moses and cdec systems with the same tuners. "
                     "Run 'minismt COMMAND --help' for each command.")
     parser.add_argument("--version", action="version", version=f"minismt {__version__}")
     sub = parser.add_subparsers(title="commands", metavar="COMMAND")

@@ -64,7 +64,7 @@ def read_binary(path: str | os.PathLike) -> bytes:
 
 
 def iter_raw_lines(path: str | os.PathLike) -> Iterator[tuple[int, str, str]]:
-    """Yield ``(line_number, text, line_ending)`` of a plain or gzipped UTF-8 file.
+    r"""Yield ``(line_number, text, line_ending)`` of a plain or gzipped UTF-8 file.
 
     The ending is ``"\n"``, ``"\r\n"`` or ``""`` (a last line without one), so
     that a file can be rewritten byte for byte. Undecodable bytes and broken gzip
@@ -106,7 +106,7 @@ def stdin_lines() -> Iterator[str]:
 
 
 def iter_lines(path: str | os.PathLike) -> Iterator[tuple[int, str]]:
-    """Yield ``(line_number, text)`` for each line of a plain or gzipped UTF-8 file.
+    r"""Yield ``(line_number, text)`` for each line of a plain or gzipped UTF-8 file.
 
     Line numbers start at 1; the line ending (``\n`` or ``\r\n``) and a UTF-8
     byte-order mark at the start of the file are removed.

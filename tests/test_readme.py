@@ -176,3 +176,36 @@ def test_kbmira_flags_given_to_mert_moses_parse():
                 parse(build_parser(), args, f"README.md:{line}")
                 found += 1
     assert found
+
+
+# ---- the documentation site's commands ------------------------------------------------------------------
+DOCS = REPO / "docs"
+RST_SH_BLOCK = re.compile(r"^\.\. code-block:: sh\n\n((?:   .*\n|\n)+)", re.M)
+
+
+def docs_minismt_commands() -> list[tuple[str, str]]:
+    """(page:line, command line) of every ``minismt`` command in the site's ``.. code-block:: sh`` blocks."""
+    commands = []
+    for page in sorted(DOCS.glob("**/*.rst")):
+        if {"_build", "generated"} & set(page.relative_to(DOCS).parts):
+            continue
+        text = page.read_text(encoding="utf-8")
+        for block in RST_SH_BLOCK.finditer(text):
+            first = text.count("\n", 0, block.start(1)) + 1
+            for offset, line in enumerate(block.group(1).splitlines()):
+                if any(w and w[0] == "minismt" for w in simple_commands(line.strip())):
+                    commands.append((f"{page.relative_to(REPO)}:{first + offset}", line.strip()))
+    return commands
+
+
+def test_the_site_has_commands():
+    assert len(docs_minismt_commands()) >= 5
+
+
+@pytest.mark.parametrize("where, command", docs_minismt_commands(), ids=lambda v: v if ":" in v else "")
+def test_site_minismt_command_parses(where, command):
+    from minismt.cli import build_parser
+    for words in simple_commands(command):
+        if words[0] == "minismt":
+            namespace = parse(build_parser(), words[1:], where)
+            assert hasattr(namespace, "run"), f"{where}: {command}: not a full command"

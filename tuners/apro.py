@@ -206,6 +206,8 @@ class APRO(Tuner):
     max_iter : at most this many Newton (trust-region) iterations.
     method : ``"trust-ncg"`` (Steihaug CG, as TRON) or ``"trust-krylov"``.
 
+    Notes
+    -----
     The optimisation starts from the given weights (the objective is strictly
     convex, so only the number of iterations depends on them). After ``fit``:
     ``weights_``, ``history_`` (one dict per Newton iteration: objective, loss,

@@ -364,6 +364,8 @@ class HGBO(_HypergraphBO):
     smooth : corpus BLEU maximised: ``"exp"`` (sacrebleu's default) or ``"none"``.
     seed : seed of ``numpy.random.default_rng``.
 
+    Notes
+    -----
     After :meth:`fit`: ``weights_``, ``bleu_`` (its BLEU on the data), ``bleu_start_`` (of ``w0``),
     ``history_`` (one dict per evaluation: ``phase``, ``step``, ``kind``, ``bleu``, ``best_bleu``, ``ei``).
     """

@@ -99,9 +99,9 @@ def select_and_mix(stacked: np.ndarray, select_k: int, norm: str = "l2") -> tupl
 @register("dtrain")
 class DTrain(OnlineTuner):
     """dtrain (Simianer, Riezler & Dyer 2012): sharded pairwise ranking SGD, parameter mixing and l1/l2
-    feature selection after every epoch; see the module docstring.
+    feature selection after every epoch; see the module docstring. The parameters have cdec's names.
 
-    Parameters (cdec's names)
+    Parameters
     ----------
     shards : how many parts the sentences are split into (``parallelize.rb -s``).
     learning_rate : the step ``eta`` of each pair's update.
@@ -118,6 +118,8 @@ class DTrain(OnlineTuner):
     randomize : shuffle the sentences into shards by ``seed`` (``-z``); ``reshard``: again every epoch (``-y``).
     seed : the shuffles' seed.
 
+    Notes
+    -----
     After :meth:`fit`: ``weights_``, ``state_`` (``{"epoch": t}``), ``history_`` (the epoch's counts: pairs,
     rank errors and margin violations per sentence, the mean score of the shards' 1-bests, the non-zero
     features before selection and those kept) and ``report_`` (one line of it, which the tuning loop logs).

@@ -143,8 +143,10 @@ class HypergraphMERT(Tuner):
     (:class:`tuners.mert.MERT`, Moses' ``mert``: the same
     :class:`~tuners.search.DirectionSearch`), only the line search runs over
     every derivation of the forests of a :class:`~minismt.hypergraph.ForestData`
-    instead of a k-best list (:class:`ForestLineSearches`):
+    instead of a k-best list (:class:`ForestLineSearches`).
 
+    Parameters
+    ----------
     n_random_restarts : searches from random points besides the one from ``w0`` (0: dpmert.pl
         searches from the current weights only; n-best MERT's 20 restarts cost 21 searches of
         thousands of edges per sentence).
@@ -161,6 +163,8 @@ class HypergraphMERT(Tuner):
     epsilon : BLEU gain at or below which a search stops (1e-4).
     max_rounds : most rounds of one search (dpmert.pl: 5 per decoder iteration).
 
+    Notes
+    -----
     The defaults are cdec's ``dpmert.pl`` (the hypergraph MERT the BO paper compares
     with); ``n_random_restarts=20, n_random_directions=0, max_rounds=100`` give Moses'
     search. After :meth:`fit`: ``weights_``, ``bleu_`` (BLEU of the Viterbi translations at

@@ -87,6 +87,8 @@ class KBMIRA(Tuner):
         most this is left out of ``h+ - h-`` (Moses' ``MiraFeatureVector`` uses 1e-6).
     shuffle_rng : ``"numpy"`` or ``"moses"`` (replay Moses' order; needs an integer seed).
 
+    Notes
+    -----
     After :meth:`fit`: ``weights_`` (the returned weights), ``history_`` (one dict per
     epoch: ``epoch``, ``bleu`` of the averaged weights, ``updates``, ``examples``,
     ``avg_loss`` = summed loss / examples, ``best``), ``initial_bleu_``, ``best_bleu_``,

@@ -103,6 +103,8 @@ class ListwiseTuner(Tuner):
     else ListMLE's likelihood of ``pi_eval``) and the position weights
     (``kernels.WEIGHTS_*``; ``top_n`` is used by ``WEIGHTS_TOP_N``).
 
+    Notes
+    -----
     After :meth:`fit`: ``weights_`` (the returned weights), ``history_`` (one
     dict per epoch: ``epoch``, ``loss`` = total loss over all lists at the
     epoch's final weights, ``bleu`` = training corpus BLEU of those weights,

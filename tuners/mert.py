@@ -82,6 +82,8 @@ class MERT(Tuner):
     max_rounds : most rounds of one search (for ``"random-direction"``: most line searches
         are ``max_rounds * n_random_directions``).
 
+    Notes
+    -----
     After :meth:`fit`: ``weights_``; ``bleu_``, the BLEU of ``weights_``; ``best_start_``;
     ``history_``, one dict per start (``start``, ``origin`` "w0" or "random", ``bleu_start``,
     ``bleu``, ``rounds``, ``line_searches``; with ``"random-direction"`` a round is one line

@@ -180,11 +180,18 @@ class MinimumRisk(_MinimumRisk):
     """Minimum risk (expected BLEU) on the accumulated k-best lists, as cdec's ``minrisk_optimize`` (module
     docstring): each hypothesis' own BLEU statistics.
 
+    Parameters
+    ----------
     temperature, cooling, min_temperature : the entropy term's weight and the annealing (0: cdec's default,
         no entropy, one solve).
-    l1 : L1 strength (cdec ``-C``). max_iterations : L-BFGS iterations per solve.
-    normalize_start : scale the start weights to unit L2 norm (cdec). normalize : "l1" (scale the result to L1
-    norm 1, as MERT) or "none". seed : unused (deterministic).
+    l1 : L1 strength (cdec ``-C``).
+    max_iterations : L-BFGS iterations per solve.
+    normalize_start : scale the start weights to unit L2 norm (cdec).
+    normalize : "l1" (scale the result to L1 norm 1, as MERT) or "none".
+    seed : unused (deterministic).
+
+    Notes
+    -----
     After :meth:`fit`: ``weights_``, ``expected_bleu_`` (at the solution's own scale) and ``history_`` (one dict
     per temperature).
     """

@@ -75,6 +75,8 @@ class OnlineMIRA(OnlineTuner):
     sparse_epsilon : sparse feature differences at most this small are left out of ``d`` (as batch MIRA).
     seed : shuffles the sentences into shards and batches each round.
 
+    Notes
+    -----
     After :meth:`fit`: ``weights_``, ``rho_``, ``state_`` (the pseudo-document and the step count, carried to
     the next round) and ``history_`` (one dict per lock step: updates, mean loss of the updates).
     """

@@ -149,6 +149,8 @@ class ORO(OnlineTuner):
     bleu_options : the sentence BLEU+1 variant (:func:`minismt.metrics.sentence_bleu`).
     seed : shuffles the sentences into shards and mini-batches each round.
 
+    Notes
+    -----
     After :meth:`fit`: ``weights_``, ``rho_``, ``state_`` (``{"step": k}``) and
     ``history_`` (one dict per lock step: mean batch loss over shards, ``eta``).
     """

@@ -194,6 +194,8 @@ class PRO(Tuner):
         classifier is trained from ``w = 0``).
     seed : seed of ``numpy.random.default_rng`` for the sampling.
 
+    Notes
+    -----
     After ``fit``: ``weights_``, ``history_`` (one dict per L-BFGS iteration with
     the regularised logistic loss), ``pairs_`` (the kept ``(better, worse)`` rows),
     ``n_iter_``, ``converged_``.

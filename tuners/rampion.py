@@ -49,6 +49,8 @@ class Rampion(Tuner):
     bleu_options : keyword arguments of :func:`minismt.metrics.sentence_bleu` for BLEU+1; None is Lin &
         Och's.
 
+    Notes
+    -----
     After :meth:`fit`: ``weights_``, ``history_`` (one dict per CCCP iteration: ``iteration``,
     ``ramp_loss`` (the mean of ``L_i`` over the sentences), ``objective`` (the summed loss plus
     ``C/2 |w|^2``), ``bleu`` (corpus BLEU of the model-best hypotheses) and ``hopes_changed`` (how many sentences' hopes

@@ -394,6 +394,8 @@ class StructSVM(Tuner):
         interpolation): None (the default) is :data:`FORCED_PSI` when some
         correct output is a forced derivation, else 1 (the QP's weights).
 
+    Notes
+    -----
     ``fit(data, w0)`` with ``data`` a KBest or a :class:`~tuners.base.KBestWithReference`; see
     the module docstring for ``reference``, the loss and the role of ``w0``. After ``fit``: ``weights_``,
     ``history_`` (one dict per pass: constraints added, working-set size, dual

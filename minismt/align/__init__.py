@@ -201,7 +201,7 @@ def _link_codes(alignment: Alignment, base: int) -> np.ndarray:
 
 
 def alignment_error_rate(predicted: Alignment, sure: Alignment, possible: Alignment | None = None) -> float:
-    """AER (Och & Ney 2003) = 1 - (|A & S| + |A & P|) / (|A| + |S|), summed over the corpus.
+    """AER (Och & Ney 2003) = ``1 - (|A & S| + |A & P|) / (|A| + |S|)``, summed over the corpus.
 
     ``possible`` defaults to ``sure``; sure links always count as possible (P = P | S).
     0.0 when both A and S are empty.

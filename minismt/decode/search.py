@@ -8,7 +8,7 @@ phrase that does not start at the first gap must end within ``distortion_limit``
 that the gap stays reachable. A hypothesis' score is ``w . h`` over the 15 dense features,
 computed as Moses computes them:
 
-- ``Distortion0_0`` = -sum |start - (prev_end + 1)|;
+- ``Distortion0_0`` = ``-sum |start - (prev_end + 1)|``;
 - ``LexicalReordering0_0..5`` (msd-bidirectional-fe, phrase-based orientation at decoding as
   Moses does for ``wbe`` models): the new phrase pair's backward score of its orientation
   w.r.t. the previous phrase (monotone if it starts where the previous one ended, swap if it
@@ -137,6 +137,8 @@ class Decoder:
     score_end_orientation : also score the last phrase's forward orientation against the end
     names : the feature names of an array of ``weights``
 
+    Notes
+    -----
     ``weights`` holds the 15 dense weights and ``sparse_weights`` the sparse ones by name;
     ``space`` is the hypergraphs' feature space: the model's 15 names, and with sparse
     features a space shared by the model's decoders that grows as names are met (ids never

@@ -1,16 +1,16 @@
 """The array hypergraph (forest) and a builder for decoders.
 
 A :class:`Hypergraph` is a topologically sorted forest: every edge's tails are
-earlier nodes than its head, and the goal (root) is the last node. Its arrays:
+earlier nodes than its head, and the goal (root) is the last node. Its arrays::
 
-``n_nodes``                                    number of nodes
-``in_offsets``    int64[n+1]                   node v's incoming edges are ``in_offsets[v]:in_offsets[v+1]``
-``edge_head``     int32[E]                     head node of each edge (edges are grouped by head, in node order)
-``tail_offsets``  int64[E+1], ``tails`` int32  tails of edge e: ``tails[tail_offsets[e]:tail_offsets[e+1]]``
-``feat_offsets``  int64[E+1], ``feat_ids`` int32, ``feat_values`` float64
-                                               sparse features of each edge over ``space``
-``tmpl_offsets``  int64[E+1], ``tmpl`` int32   target-side template: a word id (``>= 0``, in ``vocab``)
-                                               or ``-(i+1)`` for the yield of tail i (0-based)
+    n_nodes                                    number of nodes
+    in_offsets    int64[n+1]                   node v's incoming edges are in_offsets[v]:in_offsets[v+1]
+    edge_head     int32[E]                     head node of each edge (edges are grouped by head, in node order)
+    tail_offsets  int64[E+1], tails int32  tails of edge e: tails[tail_offsets[e]:tail_offsets[e+1]]
+    feat_offsets  int64[E+1], feat_ids int32, feat_values float64
+                                                   sparse features of each edge over space
+    tmpl_offsets  int64[E+1], tmpl int32   target-side template: a word id (>= 0, in vocab)
+                                                   or -(i+1) for the yield of tail i (0-based)
 
 and what only the cdec JSON writer needs: ``rules`` (rule strings) with
 ``edge_rule`` (index into ``rules`` or -1), ``node_cat`` (category per node, or

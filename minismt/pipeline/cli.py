@@ -127,9 +127,10 @@ def add_pipeline_commands(sub) -> None:
         description=_text(
             "Run an experiment described by a TOML file: get the corpus (the built-in synthetic one, a "
             "registered corpus such as multi30k-de-en, downloaded or copied with 'from', or a local "
-            "folder), train a phrase-based model, tune it with one tuner or several for a comparison, "
-            "each over N seeds, decode the test set with every tuned weight vector and score it with "
-            "sacrebleu (BLEU with its signature, chrF2, TER), test the differences with paired "
+            "folder), train a phrase-based or Hiero model ([train] model), tune it with one tuner or "
+            "several for a comparison, each over N seeds, decode the test set with every tuned weight "
+            "vector and score it with sacrebleu (BLEU with its signature, chrF2, TER), test the "
+            "differences with paired "
             "bootstrap resampling (sacrebleu's implementation), and write a report.",
             "Every step keeps its outputs in the work folder under a key, the hash of its "
             "configuration and of its inputs; a step that finished before is skipped ('cached' in "

@@ -36,7 +36,7 @@ the n-best/moses.ini/decoder order) to read into that one instead.
 
 Round trip. :func:`write_moses_hypergraph` writes Moses' own layout: ``# node v``
 before every vertex, every feature of an edge in the order read (the zeros
-Moses writes for every dense feature, and ``-0``, are kept) as ``name=value ``
+Moses writes for every dense feature, and ``-0``, are kept) as ``name=value`` and a space
 (values with 6 decimals,
 as Moses prints them, or the shortest exact form when 6 decimals would change
 the value), and each edge's target, boundaries and trailing space and its
