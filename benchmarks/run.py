@@ -84,6 +84,7 @@ BENCHMARKS = {
     "moses-tuning-speed": "moses_tuning_speed",
     "hiero-grammar": "hiero_grammar",
     "hiero-decode": "hiero_decode",
+    "dtrain-large": "dtrain_large",
     "hiero-tuning": "hiero_tuning",
     "expectation-speed": "expectation_speed",
     "mbr-study": "mbr_study",

@@ -217,3 +217,22 @@ def test_decode_speed_reads_first_scores_and_judges_its_targets(tmp_path):
         "stack 100: >= 3x Moses2": True, "stack 100: BLEU within 0.1 of Moses2": True,
         "stack 100: no more search errors than Moses2": True,
         "stack 200: >= 3x Moses2": False, "stack 200: BLEU within 0.1 of Moses2": False}
+
+
+def test_dtrain_large_reads_each_iteration_from_the_tuning_log(tmp_path):
+    """dtrain-large: per iteration the training-set BLEU and seconds of the log's iteration line, the features
+    kept by the epoch reported before it, and the peak memory of the run's processes."""
+    sys.path.insert(0, str(RUN.parent))
+    import dtrain_large
+    lines = ["fixed features (their weights stay): x 1",
+             "iteration 0: dtrain epoch 1: 10 shards, 3.0 pairs; features kept 70 of 90 non-zero (l2, select_k 70)",
+             "iteration 0: decoded dev BLEU 30.10, length ratio 1.010; tuned BLEU on the k-best 31.00; 12.5 s",
+             "iteration 1: dtrain epoch 2: 10 shards, 3.0 pairs; features kept 80 of 95 non-zero (l2, select_k 80)",
+             "iteration 1: decoded dev BLEU 31.25 (+1.15), length ratio 0.990; tuned BLEU on the k-best 32.00; 7.0 s"]
+    program = "import time\n" + "".join(f"print({line!r}, flush=True); time.sleep(0.6)\n" for line in lines)
+    run = dtrain_large._tune([sys.executable, "-c", program], tmp_path / "err")
+    assert [(i["iteration"], i["train_bleu"], i["seconds"], i["kept_features"], i["nonzero_features"])
+            for i in run["iterations"]] == [(0, 30.10, 12.5, 70, 90), (1, 31.25, 7.0, 80, 95)]
+    assert all(i["peak_mb"] > 0 for i in run["iterations"]) and "error" not in run
+    failed = dtrain_large._tune([sys.executable, "-c", "import sys; sys.exit('no such model')"], tmp_path / "err")
+    assert failed["iterations"] == [] and "no such model" in failed["error"]
