@@ -25,7 +25,8 @@ copyright = "2026, the minismt developers"
 release = version = minismt.__version__
 
 extensions = ["sphinx.ext.autodoc", "sphinx.ext.autosummary", "sphinx.ext.napoleon", "sphinx.ext.mathjax",
-              "sphinx.ext.viewcode", "sphinx_gallery.gen_gallery"]
+              "sphinx.ext.viewcode", "sphinx_gallery.gen_gallery", "myst_parser"]
+myst_heading_anchors = 3            # the manual's Markdown headings can be linked
 exclude_patterns = ["_build", "tutorials/README.rst"]
 html_theme = "furo"
 html_title = f"minismt {release}"

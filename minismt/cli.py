@@ -305,7 +305,8 @@ def _decode_command(args) -> int:
         pool.shutdown()
     if args.kbest:
         write_kbest_nbest(args.kbest_out, kbest_of([o.kbest for o in outputs], space), w)
-    print(f"decoded {len(outputs)} sentences ({words} words)", file=sys.stderr)
+    print(f"decoded {len(outputs)} sentence{'s' if len(outputs) != 1 else ''} ({words} word{'s' if words != 1 else ''})",
+          file=sys.stderr)
     return 0
 
 

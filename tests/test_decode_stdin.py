@@ -68,6 +68,8 @@ def test_a_file_input_can_go_to_stdout_and_stdin_to_a_file(system, tmp_path):
                      source.read_bytes())
     assert from_stdin.returncode == 0 and from_stdin.stdout == b""
     assert read_lines(tmp_path / "out") == read_lines(expected)
+    one_word = run(["decode", "--model", str(model)], read_lines(source)[0].split()[0].encode("utf-8") + b"\n")
+    assert one_word.returncode == 0 and one_word.stderr.decode().splitlines()[-1] == "decoded 1 sentence (1 word)"
 
 
 @pytest.mark.parametrize("jobs", ["1", "2"])

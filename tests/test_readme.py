@@ -1,4 +1,4 @@
-"""The README's code blocks run as written.
+"""The code blocks of the README and of the manual pages it links (docs/manual/*.md) run as written.
 
 Every ```python block is executed in a temporary folder (``../shared`` in it is the
 shared fixtures folder next to the repository; the block is skipped, with that reason,
@@ -22,14 +22,23 @@ from conftest import SHARED
 
 REPO = Path(__file__).resolve().parents[1]
 README = REPO / "README.md"
+DOCUMENTS = [README, *sorted((REPO / "docs" / "manual").glob("*.md"))]
 FENCE = re.compile(r"^```(\w*)\n(.*?)^```$", re.S | re.M)
 
 
-def blocks(kind: str) -> list[tuple[int, str]]:
-    """(line number, text) of every fenced block of this kind."""
-    text = README.read_text(encoding="utf-8")
-    return [(text.count("\n", 0, m.start()) + 1, m.group(2)) for m in FENCE.finditer(text)
-            if m.group(1) == kind]
+def located_blocks(kind: str) -> list[tuple[str, int, str]]:
+    """(document, line number of the fence, text) of every fenced block of this kind in the documents."""
+    found = []
+    for document in DOCUMENTS:
+        text = document.read_text(encoding="utf-8")
+        found += [(str(document.relative_to(REPO)), text.count("\n", 0, m.start()) + 1, m.group(2))
+                  for m in FENCE.finditer(text) if m.group(1) == kind]
+    return found
+
+
+def blocks(kind: str) -> list[tuple[str, str]]:
+    """("document:line", text) of every fenced block of this kind."""
+    return [(f"{name}:{line}", text) for name, line, text in located_blocks(kind)]
 
 
 def with_shared(code: str) -> str:
@@ -42,28 +51,33 @@ def with_shared(code: str) -> str:
     return code.replace("../shared", SHARED.as_posix())
 
 
-def test_the_readme_has_each_kind_of_block():
-    assert blocks("python") and blocks("sh") and blocks("toml")
+def test_the_documents_have_each_kind_of_block():
+    assert len(DOCUMENTS) > 1 and blocks("python") and blocks("sh") and blocks("toml")
+    assert all(page.name in README.read_text(encoding="utf-8") for page in DOCUMENTS[1:]), "a page the README does not link"
     # an indented (unfenced) code block would escape these tests
-    text = README.read_text(encoding="utf-8")
-    inside = False
-    for number, line in enumerate(text.splitlines(), 1):
-        if line.startswith("```"):
-            inside = not inside
-        assert inside or not line.startswith("    "), f"README.md:{number}: indented code block, fence it"
+    for document in DOCUMENTS:
+        inside = False
+        for number, line in enumerate(document.read_text(encoding="utf-8").splitlines(), 1):
+            if line.startswith("```"):
+                inside = not inside
+            assert inside or not line.startswith("    "), f"{document.name}:{number}: indented code block, fence it"
 
 
-@pytest.mark.parametrize("line, code", blocks("python"), ids=lambda v: f"line{v}" if isinstance(v, int) else "")
-def test_python_block_runs(line, code, tmp_path, monkeypatch):
+def _where(value) -> str:
+    return value if isinstance(value, str) and ":" in value and "\n" not in value else ""
+
+
+@pytest.mark.parametrize("where, code", blocks("python"), ids=_where)
+def test_python_block_runs(where, code, tmp_path, monkeypatch):
     code = with_shared(code)
     monkeypatch.chdir(tmp_path)
     output = io.StringIO()
     with contextlib.redirect_stdout(output):
-        exec(compile(code, f"README.md:{line}", "exec"), {"__name__": "__readme__"})
+        exec(compile(code, where, "exec"), {"__name__": "__readme__"})
 
 
-@pytest.mark.parametrize("line, text", blocks("toml"), ids=lambda v: f"line{v}" if isinstance(v, int) else "")
-def test_toml_block_is_a_valid_pipeline_configuration(line, text, tmp_path, capsys):
+@pytest.mark.parametrize("where, text", blocks("toml"), ids=_where)
+def test_toml_block_is_a_valid_pipeline_configuration(where, text, tmp_path, capsys):
     from minismt.cli import main
     # relative paths in a configuration are read from its folder: put it next to the repository
     config = tmp_path / "experiment.toml"
@@ -72,17 +86,17 @@ def test_toml_block_is_a_valid_pipeline_configuration(line, text, tmp_path, caps
 
 
 # ---- shell commands ------------------------------------------------------------------------------------
-def shell_commands() -> list[tuple[int, str]]:
-    """(README line, command line) of every command of the ```sh blocks, continuations joined."""
+def shell_commands() -> list[tuple[str, str]]:
+    """("document:line", command line) of every command of the ```sh blocks, continuations joined."""
     commands = []
-    for start, text in blocks("sh"):
+    for name, start, text in located_blocks("sh"):
         joined, first = "", None
         for offset, line in enumerate(text.splitlines(), 1):
             first = first or start + offset
             if line.endswith("\\"):
                 joined += line[:-1] + " "
                 continue
-            commands.append((first, joined + line))
+            commands.append((f"{name}:{first}", joined + line))
             joined, first = "", None
     return commands
 
@@ -142,11 +156,11 @@ def parse(parser: argparse.ArgumentParser, args: list[str], where: str) -> argpa
         pytest.fail(f"{where}: {shlex.join(args)}: {err}")
 
 
-def minismt_commands() -> list[tuple[int, str]]:
+def minismt_commands() -> list[tuple[str, str]]:
     return [(n, c) for n, c in shell_commands() if any(w and w[0] == "minismt" for w in simple_commands(c))]
 
 
-def test_the_readme_shows_every_subcommand():
+def test_the_documents_show_every_subcommand():
     from minismt.cli import build_parser
     parser = build_parser()
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
@@ -155,25 +169,25 @@ def test_the_readme_shows_every_subcommand():
     assert set(sub.choices) <= shown | {"corpora"}, set(sub.choices) - shown
 
 
-@pytest.mark.parametrize("line, command", minismt_commands(), ids=lambda v: f"line{v}" if isinstance(v, int) else "")
-def test_minismt_command_parses(line, command):
+@pytest.mark.parametrize("where, command", minismt_commands(), ids=_where)
+def test_minismt_command_parses(where, command):
     from minismt.cli import build_parser
     for words in simple_commands(command):
         if words[0] != "minismt":
             continue
         for args in usage_variants(words[1:]):
-            namespace = parse(build_parser(), args, f"README.md:{line}")
-            assert hasattr(namespace, "run"), f"README.md:{line}: {command}: not a full command"
+            namespace = parse(build_parser(), args, where)
+            assert hasattr(namespace, "run"), f"{where}: {command}: not a full command"
 
 
 def test_kbmira_flags_given_to_mert_moses_parse():
     from plugins.moses.kbmira_cli import build_parser
     found = 0
-    for line, command in shell_commands():
+    for where, command in shell_commands():
         for words in simple_commands(command):
             if "--batch-mira-args" in words:
                 args = shlex.split(words[words.index("--batch-mira-args") + 1])
-                parse(build_parser(), args, f"README.md:{line}")
+                parse(build_parser(), args, where)
                 found += 1
     assert found
 
