@@ -664,3 +664,24 @@ def test_hiero_pipeline(tmp_path):
     assert figure["title"].startswith("Hiero forest of") and figure["drawn_two_tail_edges"] >= 1
     assert figure["drawn_edges"] <= 30 and figure["best_derivation"] == figure["translation"]
     assert report is not None
+
+
+def test_paired_bootstrap_keeps_sacrebleus_log_off_the_terminal(capfd):
+    """sacrebleu logs a line per system and metric of its bootstrap at INFO through its own handler: the
+    pipeline's table is what the user sees, so the test leaves the log at WARNING and restores it."""
+    import logging
+    import sys
+    from minismt.pipeline.significance import paired_bootstrap
+    refs = ["a b c d", "e f g h", "i j k l"]
+    logger = logging.getLogger("sacrebleu")
+    before, handler = logger.level, logging.StreamHandler(sys.stderr)
+    logger.addHandler(handler)   # as in the pipeline, where sacrebleu's log reaches the terminal
+    logger.setLevel(logging.INFO)
+    try:
+        paired_bootstrap([("x", ["a b c d", "e f g", "i j"]), ("y", ["a b", "e f g h", "i j k l"])], refs,
+                         n_samples=20, seed=3, all_pairs=False)
+        out, err = capfd.readouterr()
+        assert out == err == "" and logger.level == logging.INFO
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(before)

@@ -14,6 +14,7 @@ set for the duration of the call and restored afterwards.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 from typing import Sequence
 
@@ -26,11 +27,17 @@ from minismt.metrics.evaluate import bleu_scorer
 
 @contextlib.contextmanager
 def _sacrebleu_seed(seed: int):
+    """``SACREBLEU_SEED`` set to ``seed``, and sacrebleu's INFO log (a line per system and metric of the
+    bootstrap, written to the terminal by its own handler) held back, while the block runs."""
     old = os.environ.get("SACREBLEU_SEED")
     os.environ["SACREBLEU_SEED"] = str(int(seed))
+    logger = logging.getLogger("sacrebleu")
+    level = logger.level
+    logger.setLevel(max(level, logging.WARNING))
     try:
         yield
     finally:
+        logger.setLevel(level)
         if old is None:
             os.environ.pop("SACREBLEU_SEED", None)
         else:
