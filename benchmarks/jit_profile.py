@@ -24,8 +24,8 @@ import tempfile
 import time
 from pathlib import Path
 
-PROFILED_MODULES = ("minismt.decode._kernels", "minismt.lm._kernels", "minismt._primitives",
-                    "minismt.extract._kernels")
+PROFILED_MODULES = ("minismt.decode._kernels", "minismt.decode._options_kernels", "minismt.lm._kernels",
+                    "minismt._primitives", "minismt.extract._kernels")
 RUNTIME_FUNCTIONS = ("NRT_incref", "NRT_decref")
 
 
