@@ -9,14 +9,11 @@ absent, and the tutorials' index says so.
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 
 import minismt
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-SHARED = ROOT.parent / "shared"
+SHARED = Path(__file__).resolve().parents[2] / "shared"   # next to the repository
 NEEDS_SHARED = ("plot_moses_system.py", "plot_cdec_forests.py")
 
 project = "minismt"
@@ -24,7 +21,7 @@ author = "the minismt developers"
 copyright = "2026, the minismt developers"
 release = version = minismt.__version__
 
-extensions = ["sphinx.ext.autodoc", "sphinx.ext.autosummary", "sphinx.ext.napoleon", "sphinx.ext.mathjax",
+extensions = ["sphinx.ext.autodoc", "sphinx.ext.napoleon", "sphinx.ext.mathjax",
               "sphinx.ext.viewcode", "sphinx_gallery.gen_gallery", "myst_parser"]
 myst_heading_anchors = 3            # the manual's Markdown headings can be linked
 exclude_patterns = ["_build", "tutorials/README.rst"]
@@ -39,7 +36,6 @@ autodoc_preserve_defaults = True
 napoleon_google_docstring = False
 napoleon_numpy_docstring = True
 napoleon_use_rtype = False
-nitpicky = False
 
 _skipped = [] if SHARED.is_dir() else list(NEEDS_SHARED)
 sphinx_gallery_conf = {
@@ -51,8 +47,6 @@ sphinx_gallery_conf = {
     "download_all_examples": False,
     "remove_config_comments": True,
     "abort_on_example_error": True,
-    "only_warn_on_example_error": False,
-    "show_memory": False,
     "reset_modules": ("matplotlib",),
 }
 os.environ.setdefault("MPLBACKEND", "Agg")

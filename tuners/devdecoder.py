@@ -368,8 +368,7 @@ class ProgramDevDecoder(DevDecoder):
         graphs = self._forests(folder, hypergraph_dir, len(self.sentences))
         # features the forests brought into the space (cdec's LanguageModel_OOV when the weights do not name
         # it) weigh 0 in the decode, as in the program
-        grown = np.zeros(len(self.space))
-        grown[:len(weights)] = weights
+        grown = self.space.start_weights(weights)
         best = [graph.viterbi(grown) for graph in graphs]
         return graphs, [derivation.text if derivation is not None else "" for derivation in best]
 
